@@ -1,0 +1,34 @@
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class StoreRef(_message.Message):
+    __slots__ = ("store_id", "checkpoint_dir")
+    STORE_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_DIR_FIELD_NUMBER: _ClassVar[int]
+    store_id: str
+    checkpoint_dir: str
+    def __init__(self, store_id: _Optional[str] = ..., checkpoint_dir: _Optional[str] = ...) -> None: ...
+
+class IncrementBlob(_message.Message):
+    __slots__ = ("store", "version", "base_version", "data")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    store: StoreRef
+    version: int
+    base_version: int
+    data: bytes
+    def __init__(self, store: _Optional[_Union[StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., base_version: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class VersionHeld(_message.Message):
+    __slots__ = ("store", "version")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    store: StoreRef
+    version: int
+    def __init__(self, store: _Optional[_Union[StoreRef, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
