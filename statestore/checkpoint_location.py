@@ -1,0 +1,224 @@
+"""A store partition's checkpoint location: durable increments and snapshots, restore and retention.
+
+The directory stands for Spark's checkpoint location of one store partition (docs/formats.md
+section 5): `<v>.increment` files and `<v>.snapshot/` directories.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from statestore.errors import (
+    CorruptFileError,
+    MissingCheckpointFileError,
+    StoreIdentityError,
+    StoreWriteError,
+    VersionMismatchError,
+)
+from statestore.increment import Increment, encode_increment, read_increment
+from statestore.options import StoreOptions
+from statestore.snapshot import (
+    MANIFEST_NAME,
+    SnapshotManifest,
+    copy_snapshot_files,
+    fsync_directory,
+    read_manifest,
+    write_snapshot,
+)
+from statestore.store import VersionedStore
+
+INCREMENT_SUFFIX = ".increment"
+SNAPSHOT_SUFFIX = ".snapshot"
+_VERSIONED_NAME = re.compile(r"^(\d+)(\.increment|\.snapshot)$")
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_message: str) -> None:
+    pass
+
+
+class CheckpointLocation:
+    """The durable home of one store partition's increments and snapshots."""
+
+    def __init__(self, path: str | Path, store_id: str, compress: bool = False) -> None:
+        self.path = Path(path)
+        self.store_id = store_id
+        self.compress = compress
+
+    # ----------------------------------------------------------------- names and listings
+
+    def increment_path(self, version: int) -> Path:
+        """Where increment `version` lives."""
+        return self.path / f"{version}{INCREMENT_SUFFIX}"
+
+    def snapshot_path(self, version: int) -> Path:
+        """Where the snapshot of `version` lives."""
+        return self.path / f"{version}{SNAPSHOT_SUFFIX}"
+
+    def _listing(self, suffix: str) -> list[int]:
+        if not self.path.is_dir():
+            return []
+        versions = []
+        for entry in self.path.iterdir():
+            match = _VERSIONED_NAME.match(entry.name)
+            if match and match.group(2) == suffix:
+                versions.append(int(match.group(1)))
+        return sorted(versions)
+
+    def increment_versions(self) -> list[int]:
+        """Versions whose increment file is present, ascending."""
+        return self._listing(INCREMENT_SUFFIX)
+
+    def snapshot_versions(self) -> list[int]:
+        """Versions with a complete snapshot (manifest present), ascending."""
+        return [v for v in self._listing(SNAPSHOT_SUFFIX) if (self.snapshot_path(v) / MANIFEST_NAME).exists()]
+
+    def latest_version(self) -> int:
+        """The newest version this location can restore (0 when empty)."""
+        return max([0, *self.increment_versions(), *self.snapshot_versions()])
+
+    # ----------------------------------------------------------------- writing
+
+    def write_increment(self, increment: Increment) -> int:
+        """Write an increment durably and atomically; returns its size in bytes.
+
+        Raises StoreWriteError (naming the file) when the write fails, e.g. on a full disk; no partial
+        file is left behind.
+        """
+        if increment.store_id != self.store_id:
+            raise StoreIdentityError(self.store_id, increment.store_id, f"increment {increment.version}")
+        data = encode_increment(increment, compress=self.compress)
+        target = self.increment_path(increment.version)
+        self._write_atomically(target, data)
+        return len(data)
+
+    def _write_atomically(self, target: Path, data: bytes) -> None:
+        staging = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(staging, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            staging.replace(target)
+            fsync_directory(target.parent)
+        except OSError as exc:
+            staging.unlink(missing_ok=True)
+            raise StoreWriteError(f"{target}: writing failed: {exc.strerror or exc}") from exc
+
+    def commit(self, store: VersionedStore) -> Increment:
+        """Commit the store's open transaction, writing its increment here before the store changes."""
+        return store.commit(before_local_write=self.write_increment)
+
+    def write_snapshot(self, store: VersionedStore) -> SnapshotManifest:
+        """Snapshot the store's committed version here (a no-op returning the manifest if one exists)."""
+        if store.store_id != self.store_id:
+            raise StoreIdentityError(self.store_id, store.store_id, f"snapshot of version {store.version}")
+        destination = self.snapshot_path(store.version)
+        if (destination / MANIFEST_NAME).exists():
+            return read_manifest(destination)
+        if destination.exists():  # an incomplete snapshot from a crash: rebuild it
+            shutil.rmtree(destination)
+        self.path.mkdir(parents=True, exist_ok=True)
+        return write_snapshot(store, destination)
+
+    # ----------------------------------------------------------------- reading and restoring
+
+    def read_increment(self, version: int) -> Increment:
+        """Read and verify increment `version`, checking it belongs to this store and version."""
+        path = self.increment_path(version)
+        try:
+            increment = read_increment(path)
+        except FileNotFoundError as exc:
+            raise MissingCheckpointFileError(str(path), f"to reach version {version}") from exc
+        if increment.store_id != self.store_id:
+            raise StoreIdentityError(self.store_id, increment.store_id, f"increment file {path}")
+        if increment.version != version:
+            raise CorruptFileError(str(path), f"holds version {increment.version}, its name says {version}")
+        return increment
+
+    def catch_up(self, store: VersionedStore, version: int, progress: Progress = _quiet) -> VersionedStore:
+        """Apply this location's increments to `store` until it is at `version`."""
+        if store.version > version:
+            raise VersionMismatchError(self.store_id, version, store.version, "catching up")
+        total = version - store.version
+        for step, v in enumerate(range(store.version + 1, version + 1), start=1):
+            store.apply(self.read_increment(v))
+            if step == total or step % 100 == 0:
+                progress(f"store {self.store_id}: applied increment {v} ({step}/{total})")
+        return store
+
+    def restore(
+        self,
+        local_dir: str | Path,
+        version: int | None = None,
+        options: StoreOptions | None = None,
+        progress: Progress = _quiet,
+    ) -> VersionedStore:
+        """Build the store at `version` (default: the latest) in `local_dir`, replacing what is there.
+
+        Starts from the newest complete snapshot at or below `version` (or the empty store), then
+        applies increments. Any missing or damaged file raises an error naming it; `local_dir` is then
+        left empty rather than holding a store at a wrong version.
+        """
+        local_dir = Path(local_dir)
+        target = self.latest_version() if version is None else version
+        if target < 0:
+            raise VersionMismatchError(self.store_id, target, 0, "restore (versions start at 0)")
+        if local_dir.exists():
+            shutil.rmtree(local_dir)
+        base = max((v for v in self.snapshot_versions() if v <= target), default=0)
+        try:
+            if base > 0:
+                snapshot_dir = self.snapshot_path(base)
+                manifest = read_manifest(snapshot_dir)
+                if manifest.store_id != self.store_id:
+                    raise StoreIdentityError(self.store_id, manifest.store_id, f"snapshot {snapshot_dir}")
+                if manifest.version != base:
+                    raise CorruptFileError(
+                        str(snapshot_dir / MANIFEST_NAME), f"holds version {manifest.version}, expected {base}"
+                    )
+                progress(f"store {self.store_id}: copying snapshot {base} ({manifest.total_bytes} bytes)")
+                copy_snapshot_files(snapshot_dir, manifest, local_dir)
+            store = VersionedStore.open(local_dir, self.store_id, options)
+        except BaseException:
+            shutil.rmtree(local_dir, ignore_errors=True)
+            raise
+        try:
+            if store.version != base:
+                raise CorruptFileError(
+                    str(self.snapshot_path(base)), f"database is at version {store.version}, expected {base}"
+                )
+            return self.catch_up(store, target, progress)
+        except BaseException:
+            store.close()
+            shutil.rmtree(local_dir, ignore_errors=True)
+            raise
+
+    # ----------------------------------------------------------------- retention
+
+    def retain(self, keep_versions: int) -> list[Path]:
+        """Delete what restoring the last `keep_versions` versions does not need; returns deleted paths."""
+        if keep_versions < 1:
+            raise ValueError(f"keep_versions must be at least 1, got {keep_versions}")
+        oldest_kept = self.latest_version() - keep_versions + 1
+        base = max((v for v in self.snapshot_versions() if v <= oldest_kept), default=None)
+        if base is None:
+            return []
+        doomed = [self.snapshot_path(v) for v in self._listing(SNAPSHOT_SUFFIX) if v < base]
+        doomed += [self.increment_path(v) for v in self.increment_versions() if v <= base]
+        for path in doomed:
+            try:
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink(missing_ok=True)
+            except OSError as exc:
+                raise StoreWriteError(f"{path}: deleting for retention failed: {exc.strerror or exc}") from exc
+        return doomed

@@ -1,0 +1,241 @@
+"""Incremental checkpoints ("increments"): the keys one commit changed, and their binary format.
+
+The format is specified in docs/formats.md section 3; the Java provider writes the same bytes. The body
+is columnar so that decoding slices every key and value out in bulk instead of parsing record by record.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum
+from itertools import chain
+from pathlib import Path
+
+import numpy as np
+
+from statestore.errors import CorruptFileError, UnsupportedFormatError
+
+MAGIC = b"SSIN"
+END_MAGIC = b"NISS"
+FORMAT_VERSION = 1
+FLAG_ZSTD = 0x1
+KNOWN_FLAGS = FLAG_ZSTD
+
+_FIXED_PREFIX = struct.Struct(">4sHH")  # magic, format_version, flags
+_VERSIONS = struct.Struct(">qqIH")  # version, base_version, record_count, cf_count
+_CF_TAIL = struct.Struct(">Bq")  # state, key_count
+_BODY_LENGTHS = struct.Struct(">qq")  # body_stored_len, body_raw_len
+_TRAILER = struct.Struct(">I4s")  # crc32, end magic
+_U16 = struct.Struct(">H")
+_BYTES_PER_RECORD_COLUMNS = 1 + 2 + 4 + 4
+
+
+class Op(IntEnum):
+    """What a record does to its key."""
+
+    PUT = 1
+    DELETE = 2
+    MERGE = 3
+    DROP_COLUMN_FAMILY = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnFamilyState:
+    """A column family touched by a commit and its state after it."""
+
+    name: str
+    exists: bool
+    key_count: int
+
+
+@dataclass(slots=True)
+class Increment:
+    """One commit's changes, columnar as on disk: record i is (ops[i], cf_indexes[i], keys[i], values[i])."""
+
+    store_id: str
+    version: int
+    base_version: int
+    column_families: list[ColumnFamilyState] = field(default_factory=list)
+    ops: bytes = b""
+    cf_indexes: list[int] = field(default_factory=list)
+    keys: list[bytes] = field(default_factory=list)
+    values: list[bytes] = field(default_factory=list)
+
+    @property
+    def record_count(self) -> int:
+        """Number of records."""
+        return len(self.ops)
+
+    def records(self) -> Iterator[tuple[Op, str, bytes, bytes]]:
+        """Records in application order as (op, column family name, key, value)."""
+        names = [cf.name for cf in self.column_families]
+        for op, cf_index, key, value in zip(self.ops, self.cf_indexes, self.keys, self.values, strict=True):
+            yield Op(op), names[cf_index], key, value
+
+
+def _pack_str(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return _U16.pack(len(raw)) + raw
+
+
+def encode_increment(increment: Increment, compress: bool = False, level: int = 3) -> bytes:
+    """Serialize an increment to the bytes of an increment file (docs/formats.md section 3)."""
+    n = increment.record_count
+    key_lens = np.fromiter(map(len, increment.keys), dtype=">u4", count=n)
+    value_lens = np.fromiter(map(len, increment.values), dtype=">u4", count=n)
+    body = b"".join(
+        (
+            bytes(increment.ops),
+            np.asarray(increment.cf_indexes, dtype=">u2").tobytes(),
+            key_lens.tobytes(),
+            value_lens.tobytes(),
+            b"".join(chain.from_iterable(zip(increment.keys, increment.values, strict=False))),
+        )
+    )
+    flags = 0
+    stored = body
+    if compress:
+        import zstandard
+
+        stored = zstandard.ZstdCompressor(level=level).compress(body)
+        flags |= FLAG_ZSTD
+    header = [
+        _FIXED_PREFIX.pack(MAGIC, FORMAT_VERSION, flags),
+        _pack_str(increment.store_id),
+        _VERSIONS.pack(increment.version, increment.base_version, n, len(increment.column_families)),
+    ]
+    for cf in increment.column_families:
+        header.append(_pack_str(cf.name))
+        header.append(_CF_TAIL.pack(1 if cf.exists else 0, cf.key_count))
+    header.append(_BODY_LENGTHS.pack(len(stored), len(body)))
+    data = b"".join(header) + stored
+    return data + _TRAILER.pack(zlib.crc32(data), END_MAGIC)
+
+
+class _Reader:
+    """Bounds-checked reads from the header; any overrun is reported as truncation."""
+
+    def __init__(self, data: bytes, source: str) -> None:
+        self.data = data
+        self.source = source
+        self.offset = 0
+
+    def unpack(self, fmt: struct.Struct) -> tuple:
+        if self.offset + fmt.size > len(self.data):
+            raise CorruptFileError(self.source, f"truncated: header ends early at byte {len(self.data)}")
+        values = fmt.unpack_from(self.data, self.offset)
+        self.offset += fmt.size
+        return values
+
+    def string(self) -> str:
+        (length,) = self.unpack(_U16)
+        end = self.offset + length
+        if end > len(self.data):
+            raise CorruptFileError(self.source, f"truncated: header ends early at byte {len(self.data)}")
+        try:
+            text = self.data[self.offset : end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptFileError(self.source, f"header string at byte {self.offset} is not UTF-8") from exc
+        self.offset = end
+        return text
+
+
+def decode_increment(data: bytes, source: str = "<increment bytes>") -> Increment:
+    """Parse and verify increment bytes; raises CorruptFileError naming `source` and the problem."""
+    minimum = _FIXED_PREFIX.size + _TRAILER.size
+    if len(data) < minimum:
+        raise CorruptFileError(source, f"truncated: {len(data)} bytes, an increment has at least {minimum}")
+    magic, format_version, flags = _FIXED_PREFIX.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise CorruptFileError(source, f"not an increment file: magic {magic!r}, expected {MAGIC!r}")
+    if format_version != FORMAT_VERSION:
+        raise UnsupportedFormatError(
+            source, f"unknown increment format version {format_version} (this code reads {FORMAT_VERSION})"
+        )
+    if flags & ~KNOWN_FLAGS:
+        raise UnsupportedFormatError(source, f"unknown increment flags {flags:#06x}")
+
+    reader = _Reader(data, source)
+    reader.offset = _FIXED_PREFIX.size
+    store_id = reader.string()
+    version, base_version, record_count, cf_count = reader.unpack(_VERSIONS)
+    column_families = []
+    for _ in range(cf_count):
+        name = reader.string()
+        state, key_count = reader.unpack(_CF_TAIL)
+        column_families.append(ColumnFamilyState(name, state == 1, key_count))
+    stored_len, raw_len = reader.unpack(_BODY_LENGTHS)
+
+    body_start = reader.offset
+    expected_size = body_start + stored_len + _TRAILER.size
+    if len(data) < expected_size:
+        raise CorruptFileError(source, f"truncated: {len(data)} bytes, header announces {expected_size}")
+    if len(data) > expected_size:
+        raise CorruptFileError(
+            source, f"{len(data) - expected_size} unexpected bytes after the trailer at byte {expected_size}"
+        )
+    checksum, end_magic = _TRAILER.unpack_from(data, expected_size - _TRAILER.size)
+    if end_magic != END_MAGIC:
+        raise CorruptFileError(source, f"bad end marker {end_magic!r}, expected {END_MAGIC!r}")
+    actual = zlib.crc32(memoryview(data)[: expected_size - _TRAILER.size])
+    if actual != checksum:
+        raise CorruptFileError(source, f"checksum mismatch: stored {checksum:#010x}, computed {actual:#010x}")
+    if version != base_version + 1:
+        raise CorruptFileError(source, f"version {version} does not follow base version {base_version}")
+
+    body = data[body_start : body_start + stored_len]
+    if flags & FLAG_ZSTD:
+        import zstandard
+
+        try:
+            body = zstandard.ZstdDecompressor().decompress(body, max_output_size=raw_len)
+        except zstandard.ZstdError as exc:
+            raise CorruptFileError(source, f"compressed body does not decompress: {exc}") from exc
+    if len(body) != raw_len:
+        raise CorruptFileError(source, f"body is {len(body)} bytes, header announces {raw_len}")
+
+    increment = Increment(store_id, version, base_version, column_families)
+    _decode_body(increment, body, record_count, source)
+    return increment
+
+
+def _decode_body(increment: Increment, body: bytes, n: int, source: str) -> None:
+    columns = n * _BYTES_PER_RECORD_COLUMNS
+    if len(body) < columns:
+        raise CorruptFileError(source, f"body of {len(body)} bytes is too short for {n} records")
+    offset = 0
+    ops = body[offset : offset + n]
+    offset += n
+    cf_indexes = np.frombuffer(body, ">u2", n, offset)
+    offset += 2 * n
+    lengths = np.empty(2 * n, dtype=np.int64)
+    lengths[0::2] = np.frombuffer(body, ">u4", n, offset)
+    offset += 4 * n
+    lengths[1::2] = np.frombuffer(body, ">u4", n, offset)
+    offset += 4 * n
+    ends = np.cumsum(lengths) + offset
+    data_end = int(ends[-1]) if n else offset
+    if data_end != len(body):
+        raise CorruptFileError(source, f"record lengths add up to {data_end} bytes, body has {len(body)}")
+    if n and (max(ops) > Op.DROP_COLUMN_FAMILY or min(ops) < Op.PUT):
+        raise CorruptFileError(source, "body holds an unknown record operation")
+    if n and int(cf_indexes.max()) >= len(increment.column_families):
+        raise CorruptFileError(source, "a record names a column family outside the header's table")
+
+    end_list = ends.tolist()
+    start_list = [offset, *end_list[:-1]]
+    pieces = [body[a:b] for a, b in zip(start_list, end_list, strict=False)]
+    increment.ops = bytes(ops)
+    increment.cf_indexes = cf_indexes.tolist()
+    increment.keys = pieces[0::2]
+    increment.values = pieces[1::2]
+
+
+def read_increment(path: str | Path) -> Increment:
+    """Read and verify an increment file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return decode_increment(data, str(path))

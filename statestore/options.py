@@ -1,0 +1,40 @@
+"""Every RocksDB knob the engine sets, gathered in one typed place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """RocksDB settings of one store partition.
+
+    The comparator is always RocksDB's default bytewise one (`raw_mode=True`), so the JVM provider opens
+    the same directory (docs/formats.md section 2).
+    """
+
+    write_buffer_mb: int = 64
+    block_cache_mb: int = 64
+    lz4_compression: bool = True
+    bloom_bits_per_key: float = 10.0
+    max_background_jobs: int = 2
+    # The local store is a cache of the checkpoint location, so its WAL need not be fsynced per commit;
+    # the WAL still makes each commit's write batch atomic across a crash.
+    sync_writes: bool = False
+
+    def rocksdb_options(self, create: bool) -> Options:
+        """rocksdict Options for the database and each of its column families."""
+        options = Options(raw_mode=True)
+        options.create_if_missing(create)
+        options.create_missing_column_families(True)
+        options.set_write_buffer_size(self.write_buffer_mb * 1024 * 1024)
+        options.set_max_background_jobs(self.max_background_jobs)
+        if self.lz4_compression:
+            options.set_compression_type(DBCompressionType.lz4())
+        table = BlockBasedOptions()
+        table.set_block_cache(Cache(self.block_cache_mb * 1024 * 1024))
+        table.set_bloom_filter(self.bloom_bits_per_key, False)
+        options.set_block_based_table_factory(table)
+        return options

@@ -1,0 +1,157 @@
+"""Snapshots: a RocksDB checkpoint of one version plus a manifest of its files (docs/formats.md section 4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from statestore.errors import (
+    CorruptFileError,
+    MissingCheckpointFileError,
+    StoreWriteError,
+    UnsupportedFormatError,
+)
+from statestore.store import VersionedStore
+
+MANIFEST_NAME = "MANIFEST.json"
+SNAPSHOT_FORMAT = "statestore-snapshot"
+SNAPSHOT_FORMAT_VERSION = 1
+_COPY_CHUNK = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SnapshotFile:
+    """One file of a snapshot with its size and CRC-32."""
+
+    name: str
+    size: int
+    crc32: int
+
+
+@dataclass(frozen=True)
+class SnapshotManifest:
+    """What a snapshot holds: which store, which version, which files."""
+
+    store_id: str
+    version: int
+    files: tuple[SnapshotFile, ...]
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of all the snapshot's files."""
+        return sum(f.size for f in self.files)
+
+    def to_json(self) -> str:
+        """The manifest as the JSON document of docs/formats.md."""
+        return json.dumps(
+            {
+                "format": SNAPSHOT_FORMAT,
+                "format_version": SNAPSHOT_FORMAT_VERSION,
+                "store_id": self.store_id,
+                "version": self.version,
+                "files": [{"name": f.name, "size": f.size, "crc32": f.crc32} for f in self.files],
+            },
+            indent=1,
+        )
+
+
+def fsync_directory(path: Path) -> None:
+    """Make a directory's entries (created or renamed files) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def copy_with_crc(source: Path, destination: Path) -> SnapshotFile:
+    """Copy a file durably, computing its CRC-32 on the way."""
+    crc = 0
+    size = 0
+    with open(source, "rb") as src, open(destination, "wb") as dst:
+        while chunk := src.read(_COPY_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+            dst.write(chunk)
+        dst.flush()
+        os.fsync(dst.fileno())
+    return SnapshotFile(source.name, size, crc)
+
+
+def write_snapshot(store: VersionedStore, destination: Path) -> SnapshotManifest:
+    """Snapshot the store's committed version into the directory `destination` (must not exist).
+
+    Built in a temporary sibling directory and renamed into place once complete, manifest included, so
+    a crash leaves either no snapshot or a complete one.
+    """
+    destination = Path(destination)
+    staging = destination.parent / f".{destination.name}.{uuid.uuid4().hex}.tmp"
+    # The RocksDB checkpoint goes next to the store so that its files are hard links, not copies.
+    local = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=store.path.parent)) / "checkpoint"
+    try:
+        store.checkpoint(local)
+        staging.mkdir(parents=True)
+        files = tuple(copy_with_crc(f, staging / f.name) for f in sorted(local.iterdir()) if f.is_file())
+        manifest = SnapshotManifest(store.store_id, store.version, files)
+        with open(staging / MANIFEST_NAME, "w", encoding="utf-8") as out:
+            out.write(manifest.to_json())
+            out.flush()
+            os.fsync(out.fileno())
+        fsync_directory(staging)
+        staging.rename(destination)
+        fsync_directory(destination.parent)
+        return manifest
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise StoreWriteError(
+            f"store {store.store_id!r}: writing snapshot of version {store.version} to {destination} "
+            f"failed: {exc.strerror or exc}"
+        ) from exc
+    finally:
+        shutil.rmtree(local.parent, ignore_errors=True)
+
+
+def read_manifest(snapshot_dir: Path) -> SnapshotManifest:
+    """Read and check a snapshot's manifest."""
+    path = Path(snapshot_dir) / MANIFEST_NAME
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise MissingCheckpointFileError(str(path), "to read the snapshot") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptFileError(str(path), f"manifest is not valid JSON: {exc}") from exc
+    try:
+        if document["format"] != SNAPSHOT_FORMAT:
+            raise CorruptFileError(str(path), f"not a snapshot manifest: format {document['format']!r}")
+        if document["format_version"] != SNAPSHOT_FORMAT_VERSION:
+            raise UnsupportedFormatError(
+                str(path),
+                f"unknown snapshot format version {document['format_version']} "
+                f"(this code reads {SNAPSHOT_FORMAT_VERSION})",
+            )
+        files = tuple(SnapshotFile(str(f["name"]), int(f["size"]), int(f["crc32"])) for f in document["files"])
+        return SnapshotManifest(str(document["store_id"]), int(document["version"]), files)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptFileError(str(path), f"manifest lacks or mangles a field: {exc!r}") from exc
+
+
+def copy_snapshot_files(snapshot_dir: Path, manifest: SnapshotManifest, local_dir: Path) -> None:
+    """Copy a snapshot's files into `local_dir`, checking each size and checksum against the manifest."""
+    local_dir.mkdir(parents=True)
+    for expected in manifest.files:
+        source = snapshot_dir / expected.name
+        if not source.exists():
+            raise MissingCheckpointFileError(str(source), f"by snapshot {manifest.version}")
+        copied = copy_with_crc(source, local_dir / expected.name)
+        if copied.size != expected.size:
+            raise CorruptFileError(str(source), f"size {copied.size} bytes, manifest says {expected.size}")
+        if copied.crc32 != expected.crc32:
+            raise CorruptFileError(
+                str(source), f"checksum mismatch: manifest {expected.crc32:#010x}, file {copied.crc32:#010x}"
+            )
