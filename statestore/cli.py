@@ -8,6 +8,8 @@ import sys
 
 # Each module listed here exposes `add_command(subparsers)`; the subcommand sets `handler(args) -> int`.
 COMMAND_MODULES = (
+    "statestore.demo",
+    "statestore.engine_demo",
     "statestore.protogen",
 )
 
@@ -16,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The full argument parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="statestore",
-        description="Replicated, incrementally-checkpointed RocksDB state store for Spark Structured Streaming",
+        description="Replicated, incrementally-checkpointed RocksDB state store for Spark streaming",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:

@@ -26,8 +26,8 @@ def generate(out_dir: Path) -> list[Path]:
 
     Returns the generated files, relative to `out_dir`.
     """
-    from grpc_tools import protoc  # test/dev dependency only
     import grpc_tools
+    from grpc_tools import protoc  # test/dev dependency only
 
     include = Path(grpc_tools.__file__).parent / "_proto"
     files = proto_files()
