@@ -94,9 +94,33 @@ class CheckpointLocation:
         if increment.store_id != self.store_id:
             raise StoreIdentityError(self.store_id, increment.store_id, f"increment {increment.version}")
         data = encode_increment(increment, compress=self.compress)
+        self._supersede_history_from(increment.version)
         target = self.increment_path(increment.version)
         self._write_atomically(target, data)
         return len(data)
+
+    def _supersede_history_from(self, version: int) -> None:
+        """Delete the files of an abandoned history at or above `version` before it is rewritten.
+
+        After a store was rolled back to `version - 1`, increments above `version` and snapshots at or
+        above it describe states that no longer follow; restoring through them would be wrong. Newest
+        first, so a crash midway leaves a consistent prefix.
+        """
+        if not (self.increment_path(version + 1).exists() or self.snapshot_path(version).exists()):
+            return
+        stale = [self.snapshot_path(v) for v in self._listing(SNAPSHOT_SUFFIX) if v >= version]
+        stale += [self.increment_path(v) for v in self.increment_versions() if v > version]
+        self._delete(sorted(stale, key=lambda p: int(p.name.split(".")[0]), reverse=True), "superseding history")
+
+    def _delete(self, paths: list[Path], why: str) -> None:
+        for path in paths:
+            try:
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink(missing_ok=True)
+            except OSError as exc:
+                raise StoreWriteError(f"{path}: deleting ({why}) failed: {exc.strerror or exc}") from exc
 
     def _write_atomically(self, target: Path, data: bytes) -> None:
         staging = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
@@ -213,12 +237,5 @@ class CheckpointLocation:
             return []
         doomed = [self.snapshot_path(v) for v in self._listing(SNAPSHOT_SUFFIX) if v < base]
         doomed += [self.increment_path(v) for v in self.increment_versions() if v <= base]
-        for path in doomed:
-            try:
-                if path.is_dir():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink(missing_ok=True)
-            except OSError as exc:
-                raise StoreWriteError(f"{path}: deleting for retention failed: {exc.strerror or exc}") from exc
+        self._delete(doomed, "retention")
         return doomed

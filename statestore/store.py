@@ -117,6 +117,12 @@ class VersionedStore:
         """Close the database; uncommitted writes are discarded."""
         self._pending.clear()
         self._drop_order.clear()
+        # RocksDB's lock is released only once every column-family object and handle is gone.
+        for table in [*self._tables.values(), self._meta]:
+            table.close()
+        self._tables.clear()
+        self._handles.clear()
+        self._meta_handle = None
         self._db.close()
 
     def __enter__(self) -> VersionedStore:
@@ -139,9 +145,7 @@ class VersionedStore:
 
     def column_families(self) -> list[str]:
         """User column families that exist, uncommitted changes included, sorted."""
-        names = {
-            cf for cf in self._counts if not self._pending.get(cf, _PendingColumnFamily()).drops_committed
-        }
+        names = {cf for cf in self._counts if not self._pending.get(cf, _PendingColumnFamily()).drops_committed}
         names.update(cf for cf, pending in self._pending.items() if pending.exists)
         names.difference_update(cf for cf, pending in self._pending.items() if not pending.exists)
         return sorted(names)
@@ -216,9 +220,7 @@ class VersionedStore:
     def scan_prefix(self, prefix: bytes, cf: str = DEFAULT_COLUMN_FAMILY) -> Iterator[tuple[bytes, bytes]]:
         """Pairs whose key starts with `prefix`, in key order, uncommitted writes included."""
         self._require(cf)
-        return self._merged_scan(
-            cf, prefix, lambda key: key.startswith(prefix), lambda key: not key.startswith(prefix)
-        )
+        return self._merged_scan(cf, prefix, lambda key: key.startswith(prefix), lambda key: not key.startswith(prefix))
 
     def items(self, cf: str = DEFAULT_COLUMN_FAMILY) -> Iterator[tuple[bytes, bytes]]:
         """Every pair of the column family in key order, uncommitted writes included."""
@@ -259,9 +261,7 @@ class VersionedStore:
             yield from self._resolve(key, write, None)
 
     @staticmethod
-    def _resolve(
-        key: bytes, write: tuple[int, bytes], committed: bytes | None
-    ) -> Iterator[tuple[bytes, bytes]]:
+    def _resolve(key: bytes, write: tuple[int, bytes], committed: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         op, value = write
         if op == _PUT:
             yield key, value
@@ -385,9 +385,7 @@ class VersionedStore:
                 increment.values.append(value)
             counts[cf] = self._count_after(cf, pending, committed)
         increment.ops = bytes(ops)
-        increment.column_families = [
-            ColumnFamilyState(cf, self._pending[cf].exists, counts[cf]) for cf in table
-        ]
+        increment.column_families = [ColumnFamilyState(cf, self._pending[cf].exists, counts[cf]) for cf in table]
         if before_local_write is not None:
             before_local_write(increment)
         self._write(increment)
@@ -504,7 +502,6 @@ class VersionedStore:
             Checkpoint(self._db).create_checkpoint(os.fspath(destination))
         except Exception as exc:
             raise StoreWriteError(
-                f"store {self.store_id!r}: checkpoint of version {self._version} "
-                f"into {destination} failed: {exc}"
+                f"store {self.store_id!r}: checkpoint of version {self._version} into {destination} failed: {exc}"
             ) from exc
         return destination
