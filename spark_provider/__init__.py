@@ -1,0 +1,7 @@
+"""The Spark side of statestore: a Java StateStoreProvider on RocksDB, built and enabled from Python."""
+
+from spark_provider.jar import JarBuildError, provider_jar
+from spark_provider.session import enable
+from spark_provider.settings import PROVIDER_CLASS, SETTINGS
+
+__all__ = ["PROVIDER_CLASS", "SETTINGS", "JarBuildError", "enable", "provider_jar"]

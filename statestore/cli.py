@@ -11,6 +11,7 @@ COMMAND_MODULES = (
     "statestore.demo",
     "statestore.engine_demo",
     "statestore.protogen",
+    "spark_provider.cli",
 )
 
 

@@ -1,0 +1,234 @@
+package io.statestore.spark;
+
+import java.io.File;
+import java.io.FileInputStream;
+import java.io.FileNotFoundException;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.URI;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeSet;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.zip.CRC32;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+
+/** A store partition's checkpoint location (formats.md section 5), through Hadoop's FileSystem API. */
+final class CheckpointDir {
+  private static final Map<URI, FileSystem> FILE_SYSTEMS = new ConcurrentHashMap<>();
+  private static final String INCREMENT = ".increment";
+  private static final String SNAPSHOT = ".snapshot";
+  private static final String MANIFEST = "MANIFEST.json";
+
+  /** What the directory holds: increment versions and complete snapshot versions. */
+  record Listing(TreeSet<Long> increments, TreeSet<Long> snapshots) {
+    long latest() {
+      long l = increments.isEmpty() ? 0 : increments.last();
+      return Math.max(l, snapshots.isEmpty() ? 0 : snapshots.last());
+    }
+  }
+
+  final Path dir;
+  private final FileSystem fs;
+
+  CheckpointDir(Path dir, Configuration conf) throws IOException {
+    this.dir = dir;
+    this.fs = fileSystem(dir, conf);
+  }
+
+  /** A private FileSystem instance without Hadoop's .crc side files: our files carry their own CRC. */
+  private static FileSystem fileSystem(Path dir, Configuration conf) throws IOException {
+    URI uri = dir.getFileSystem(conf).getUri();
+    FileSystem fs = FILE_SYSTEMS.get(uri);
+    if (fs == null) {
+      fs = FileSystem.newInstance(uri, conf);
+      fs.setWriteChecksum(false);
+      fs.setVerifyChecksum(false);
+      FileSystem prev = FILE_SYSTEMS.putIfAbsent(uri, fs);
+      if (prev != null) {
+        fs.close();
+        fs = prev;
+      }
+    }
+    return fs;
+  }
+
+  Path incrementPath(long version) {
+    return new Path(dir, version + INCREMENT);
+  }
+
+  Path snapshotPath(long version) {
+    return new Path(dir, version + SNAPSHOT);
+  }
+
+  /** Writes {@code bytes} to {@code target} atomically: a temporary file in the same directory, renamed. */
+  void writeAtomically(Path target, byte[] bytes) throws IOException {
+    Path tmp = new Path(target.getParent(), "." + target.getName() + "." + UUID.randomUUID() + ".tmp");
+    try (FSDataOutputStream out = fs.create(tmp, true)) {
+      out.write(bytes);
+      out.hsync();
+    }
+    if (!fs.rename(tmp, target)) {
+      // Hadoop's rename does not replace: a re-run batch rewrites its version.
+      fs.delete(target, false);
+      if (!fs.rename(tmp, target)) {
+        fs.delete(tmp, false);
+        throw new IOException("Cannot rename " + tmp + " to " + target);
+      }
+    }
+  }
+
+  void writeIncrement(long version, byte[] bytes) throws IOException {
+    writeAtomically(incrementPath(version), bytes);
+  }
+
+  /** Reads and verifies increment {@code version}; a missing or corrupt file is an error naming it. */
+  Increment readIncrement(long version) throws IOException {
+    Path p = incrementPath(version);
+    byte[] data;
+    try {
+      data = readAll(p);
+    } catch (FileNotFoundException e) {
+      throw new IOException("Missing increment " + p + " (needed to restore store version " + version + ")", e);
+    }
+    Increment inc = IncrementCodec.decode(data, p.toString());
+    if (inc.version != version) {
+      throw new IOException("Corrupt increment " + p + ": holds version " + inc.version);
+    }
+    return inc;
+  }
+
+  private byte[] readAll(Path p) throws IOException {
+    FileStatus st = fs.getFileStatus(p);
+    if (st.getLen() > Integer.MAX_VALUE) throw new IOException("File too large: " + p);
+    byte[] data = new byte[(int) st.getLen()];
+    try (InputStream in = fs.open(p)) {
+      int off = 0;
+      while (off < data.length) {
+        int n = in.read(data, off, data.length - off);
+        if (n < 0) throw new IOException("Truncated read of " + p);
+        off += n;
+      }
+    }
+    return data;
+  }
+
+  Listing list() throws IOException {
+    TreeSet<Long> incs = new TreeSet<>();
+    TreeSet<Long> snaps = new TreeSet<>();
+    FileStatus[] statuses;
+    try {
+      statuses = fs.listStatus(dir);
+    } catch (FileNotFoundException e) {
+      return new Listing(incs, snaps);
+    }
+    for (FileStatus st : statuses) {
+      String name = st.getPath().getName();
+      if (name.startsWith(".")) continue;
+      Long v = parseVersion(name, INCREMENT);
+      if (v != null && st.isFile()) incs.add(v);
+      v = parseVersion(name, SNAPSHOT);
+      if (v != null && st.isDirectory() && fs.exists(new Path(st.getPath(), MANIFEST))) snaps.add(v);
+    }
+    return new Listing(incs, snaps);
+  }
+
+  private static Long parseVersion(String name, String suffix) {
+    if (!name.endsWith(suffix)) return null;
+    try {
+      return Long.parseLong(name.substring(0, name.length() - suffix.length()));
+    } catch (NumberFormatException e) {
+      return null;
+    }
+  }
+
+  /** Uploads a local RocksDB checkpoint as snapshot {@code version}, MANIFEST.json last. */
+  void uploadSnapshot(long version, String storeId, File local) throws IOException {
+    Path target = snapshotPath(version);
+    fs.mkdirs(target);
+    List<SnapshotManifest.FileEntry> entries = new ArrayList<>();
+    File[] files = local.listFiles();
+    if (files == null) throw new IOException("No local checkpoint at " + local);
+    byte[] buf = new byte[1 << 20];
+    for (File f : files) {
+      if (!f.isFile()) continue;
+      CRC32 crc = new CRC32();
+      try (InputStream in = new FileInputStream(f);
+           OutputStream out = fs.create(new Path(target, f.getName()), true)) {
+        int n;
+        while ((n = in.read(buf)) > 0) {
+          crc.update(buf, 0, n);
+          out.write(buf, 0, n);
+        }
+      }
+      entries.add(new SnapshotManifest.FileEntry(f.getName(), f.length(), crc.getValue()));
+    }
+    writeAtomically(new Path(target, MANIFEST), new SnapshotManifest(storeId, version, entries).toJson());
+  }
+
+  /** Copies snapshot {@code version} into {@code local}, checking every size and checksum. */
+  SnapshotManifest downloadSnapshot(long version, File local) throws IOException {
+    Path src = snapshotPath(version);
+    Path manifestPath = new Path(src, MANIFEST);
+    SnapshotManifest m = SnapshotManifest.parse(readAll(manifestPath), manifestPath.toString());
+    if (m.version != version) {
+      throw new IOException("Snapshot manifest " + manifestPath + " names version " + m.version);
+    }
+    local.mkdirs();
+    byte[] buf = new byte[1 << 20];
+    for (SnapshotManifest.FileEntry e : m.files) {
+      Path p = new Path(src, e.name());
+      CRC32 crc = new CRC32();
+      long size = 0;
+      try (InputStream in = fs.open(p); OutputStream out = new FileOutputStream(new File(local, e.name()))) {
+        int n;
+        while ((n = in.read(buf)) > 0) {
+          crc.update(buf, 0, n);
+          out.write(buf, 0, n);
+          size += n;
+        }
+      } catch (FileNotFoundException ex) {
+        throw new IOException("Missing snapshot file " + p + " listed in " + manifestPath, ex);
+      }
+      if (size != e.size()) {
+        throw new IOException("Corrupt snapshot file " + p + ": size " + size + ", manifest says " + e.size());
+      }
+      if (crc.getValue() != e.crc32()) throw new IOException("Corrupt snapshot file " + p + ": checksum mismatch");
+    }
+    return m;
+  }
+
+  /** Keeps the last {@code keep} versions (formats.md section 5). */
+  void retain(int keep) throws IOException {
+    Listing l = list();
+    long latest = l.latest();
+    long oldestKept = latest - keep + 1;
+    Long base = l.snapshots().floor(oldestKept);
+    if (base == null) return;
+    for (long s : l.snapshots().headSet(base, false)) fs.delete(snapshotPath(s), true);
+    for (long v : l.increments().headSet(base, true)) fs.delete(incrementPath(v), false);
+  }
+
+  /** Deletes snapshots above {@code version}: a re-run batch may produce different state for them. */
+  void deleteSnapshotsAbove(long version) throws IOException {
+    for (long s : list().snapshots().tailSet(version, false)) fs.delete(snapshotPath(s), true);
+    FileStatus[] sts;
+    try {
+      sts = fs.listStatus(dir);
+    } catch (FileNotFoundException e) {
+      return;
+    }
+    for (FileStatus st : sts) {
+      Long v = parseVersion(st.getPath().getName(), SNAPSHOT);
+      if (v != null && v > version) fs.delete(st.getPath(), true);
+    }
+  }
+}

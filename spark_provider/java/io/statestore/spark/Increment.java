@@ -1,0 +1,62 @@
+package io.statestore.spark;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/** One commit's changes in the shape of docs/formats.md section 3: a column-family table and records. */
+public final class Increment {
+  public static final byte PUT = 1;
+  public static final byte DELETE = 2;
+  public static final byte MERGE = 3;
+  public static final byte DROP_COLUMN_FAMILY = 4;
+
+  /** An entry of the column-family table. */
+  public static final class CfEntry {
+    public final String name;
+    public final boolean exists;
+    public final long keyCount;
+
+    public CfEntry(String name, boolean exists, long keyCount) {
+      this.name = name;
+      this.exists = exists;
+      this.keyCount = keyCount;
+    }
+  }
+
+  public final String storeId;
+  public final long version;
+  public final long baseVersion;
+  public final List<CfEntry> cfTable = new ArrayList<>();
+  // Records as parallel columns, as the body stores them.
+  public byte[] ops = new byte[16];
+  public short[] cfIndex = new short[16];
+  public byte[][] keys = new byte[16][];
+  public byte[][] values = new byte[16][];
+  public int size;
+
+  public Increment(String storeId, long version, long baseVersion) {
+    this.storeId = storeId;
+    this.version = version;
+    this.baseVersion = baseVersion;
+  }
+
+  public int addCf(String name, boolean exists, long keyCount) {
+    cfTable.add(new CfEntry(name, exists, keyCount));
+    return cfTable.size() - 1;
+  }
+
+  public void add(byte op, int cf, byte[] key, byte[] value) {
+    if (size == ops.length) {
+      int n = size * 2;
+      ops = java.util.Arrays.copyOf(ops, n);
+      cfIndex = java.util.Arrays.copyOf(cfIndex, n);
+      keys = java.util.Arrays.copyOf(keys, n);
+      values = java.util.Arrays.copyOf(values, n);
+    }
+    ops[size] = op;
+    cfIndex[size] = (short) cf;
+    keys[size] = key;
+    values[size] = value;
+    size++;
+  }
+}

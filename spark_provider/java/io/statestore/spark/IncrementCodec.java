@@ -1,0 +1,171 @@
+package io.statestore.spark;
+
+import com.github.luben.zstd.Zstd;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.zip.CRC32;
+
+/** Encodes and decodes increments exactly as docs/formats.md section 3 lays them out. */
+public final class IncrementCodec {
+  private static final byte[] MAGIC = "SSIN".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] END_MAGIC = "NISS".getBytes(StandardCharsets.US_ASCII);
+  private static final int FORMAT_VERSION = 1;
+  private static final int FLAG_ZSTD = 1;
+  private static final int TRAILER = 8;
+
+  private IncrementCodec() {}
+
+  /** The file's bytes; {@code zstdLevel <= 0} stores the body uncompressed. */
+  public static byte[] encode(Increment inc, int zstdLevel) {
+    int n = inc.size;
+    long dataLen = 0;
+    for (int i = 0; i < n; i++) {
+      dataLen += inc.keys[i].length + (inc.values[i] == null ? 0 : inc.values[i].length);
+    }
+    long rawLen = (long) n * 11 + dataLen;
+    if (rawLen > Integer.MAX_VALUE - 64) {
+      throw new IllegalStateException("increment body too large: " + rawLen + " bytes");
+    }
+    ByteBuffer body = ByteBuffer.allocate((int) rawLen);
+    body.put(inc.ops, 0, n);
+    for (int i = 0; i < n; i++) body.putShort(inc.cfIndex[i]);
+    for (int i = 0; i < n; i++) body.putInt(inc.keys[i].length);
+    for (int i = 0; i < n; i++) body.putInt(inc.values[i] == null ? 0 : inc.values[i].length);
+    for (int i = 0; i < n; i++) {
+      body.put(inc.keys[i]);
+      if (inc.values[i] != null) body.put(inc.values[i]);
+    }
+    byte[] raw = body.array();
+    byte[] stored = zstdLevel > 0 ? Zstd.compress(raw, zstdLevel) : raw;
+
+    ByteArrayOutputStream header = new ByteArrayOutputStream(64 + inc.cfTable.size() * 24);
+    ByteBuffer h = ByteBuffer.allocate(64 + utf8(inc.storeId).length);
+    h.put(MAGIC).putShort((short) FORMAT_VERSION).putShort((short) (zstdLevel > 0 ? FLAG_ZSTD : 0));
+    putStr(h, inc.storeId);
+    h.putLong(inc.version).putLong(inc.baseVersion).putInt(n).putShort((short) inc.cfTable.size());
+    header.write(h.array(), 0, h.position());
+    for (Increment.CfEntry e : inc.cfTable) {
+      byte[] name = utf8(e.name);
+      ByteBuffer c = ByteBuffer.allocate(2 + name.length + 9);
+      c.putShort((short) name.length).put(name).put((byte) (e.exists ? 1 : 0)).putLong(e.keyCount);
+      header.write(c.array(), 0, c.position());
+    }
+    ByteBuffer lens = ByteBuffer.allocate(16).putLong(stored.length).putLong(raw.length);
+    header.write(lens.array(), 0, 16);
+    byte[] head = header.toByteArray();
+
+    byte[] out = new byte[head.length + stored.length + TRAILER];
+    System.arraycopy(head, 0, out, 0, head.length);
+    System.arraycopy(stored, 0, out, head.length, stored.length);
+    CRC32 crc = new CRC32();
+    crc.update(out, 0, head.length + stored.length);
+    ByteBuffer t = ByteBuffer.wrap(out, head.length + stored.length, TRAILER);
+    t.putInt((int) crc.getValue()).put(END_MAGIC);
+    return out;
+  }
+
+  /** Parses and verifies a file's bytes in the order formats.md 3.3 prescribes; errors name {@code file}. */
+  public static Increment decode(byte[] data, String file) throws IOException {
+    int minimal = 4 + 2 + 2 + 2 + 8 + 8 + 4 + 2 + 16 + TRAILER;
+    if (data.length < minimal) throw bad(file, "truncated (" + data.length + " bytes)");
+    ByteBuffer b = ByteBuffer.wrap(data);
+    byte[] magic = new byte[4];
+    b.get(magic);
+    if (!java.util.Arrays.equals(magic, MAGIC)) throw bad(file, "bad magic");
+    int formatVersion = b.getShort() & 0xffff;
+    if (formatVersion != FORMAT_VERSION) throw bad(file, "unknown format version " + formatVersion);
+    int flags = b.getShort() & 0xffff;
+    if ((flags & ~FLAG_ZSTD) != 0) throw bad(file, "unknown flag bits " + flags);
+    try {
+      String storeId = getStr(b);
+      long version = b.getLong();
+      long base = b.getLong();
+      long n = b.getInt() & 0xffffffffL;
+      int m = b.getShort() & 0xffff;
+      Increment inc = new Increment(storeId, version, base);
+      for (int i = 0; i < m; i++) {
+        String name = getStr(b);
+        int state = b.get();
+        long count = b.getLong();
+        inc.addCf(name, state == 1, count);
+      }
+      long storedLen = b.getLong();
+      long rawLen = b.getLong();
+      int bodyStart = b.position();
+      byte[] endMagic = java.util.Arrays.copyOfRange(data, data.length - 4, data.length);
+      if (!java.util.Arrays.equals(endMagic, END_MAGIC)) throw bad(file, "bad end magic (truncated?)");
+      if (bodyStart + storedLen + TRAILER != data.length) {
+        throw bad(file, "size mismatch: header announces " + (bodyStart + storedLen + TRAILER)
+            + " bytes, file has " + data.length);
+      }
+      CRC32 crc = new CRC32();
+      crc.update(data, 0, data.length - TRAILER);
+      int stored = ByteBuffer.wrap(data, data.length - TRAILER, 4).getInt();
+      if (stored != (int) crc.getValue()) throw bad(file, "checksum mismatch");
+      byte[] raw;
+      if ((flags & FLAG_ZSTD) != 0) {
+        byte[] frame = java.util.Arrays.copyOfRange(data, bodyStart, bodyStart + (int) storedLen);
+        try {
+          raw = Zstd.decompress(frame, (int) rawLen);
+        } catch (RuntimeException e) {
+          throw bad(file, "bad zstd frame: " + e.getMessage());
+        }
+        if (raw.length != rawLen) throw bad(file, "body_raw_len mismatch");
+      } else {
+        if (storedLen != rawLen) throw bad(file, "body_raw_len mismatch");
+        raw = java.util.Arrays.copyOfRange(data, bodyStart, bodyStart + (int) storedLen);
+      }
+      parseBody(inc, raw, (int) n, file);
+      return inc;
+    } catch (java.nio.BufferUnderflowException | IndexOutOfBoundsException e) {
+      throw bad(file, "truncated header");
+    }
+  }
+
+  private static void parseBody(Increment inc, byte[] raw, int n, String file) throws IOException {
+    if ((long) n * 11 > raw.length) throw bad(file, "record count exceeds body");
+    ByteBuffer b = ByteBuffer.wrap(raw);
+    int opsAt = 0;
+    int cfAt = n;
+    int keyLenAt = cfAt + 2 * n;
+    int valLenAt = keyLenAt + 4 * n;
+    int pos = valLenAt + 4 * n;
+    for (int i = 0; i < n; i++) {
+      byte op = raw[opsAt + i];
+      int cf = b.getShort(cfAt + 2 * i) & 0xffff;
+      long kl = b.getInt(keyLenAt + 4 * i) & 0xffffffffL;
+      long vl = b.getInt(valLenAt + 4 * i) & 0xffffffffL;
+      if (op < 1 || op > 4) throw bad(file, "unknown op " + op + " in record " + i);
+      if (cf >= inc.cfTable.size()) throw bad(file, "column family index out of range in record " + i);
+      if (pos + kl + vl > raw.length) throw bad(file, "record " + i + " lengths exceed body");
+      byte[] key = java.util.Arrays.copyOfRange(raw, pos, pos + (int) kl);
+      pos += (int) kl;
+      byte[] value = java.util.Arrays.copyOfRange(raw, pos, pos + (int) vl);
+      pos += (int) vl;
+      inc.add(op, cf, key, value);
+    }
+    if (pos != raw.length) throw bad(file, "trailing bytes in body");
+  }
+
+  private static IOException bad(String file, String problem) {
+    return new IOException("Corrupt increment " + file + ": " + problem);
+  }
+
+  private static byte[] utf8(String s) {
+    return s.getBytes(StandardCharsets.UTF_8);
+  }
+
+  private static void putStr(ByteBuffer b, String s) {
+    byte[] u = utf8(s);
+    b.putShort((short) u.length).put(u);
+  }
+
+  private static String getStr(ByteBuffer b) {
+    int len = b.getShort() & 0xffff;
+    byte[] u = new byte[len];
+    b.get(u);
+    return new String(u, StandardCharsets.UTF_8);
+  }
+}

@@ -1,0 +1,62 @@
+package io.statestore.spark;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Comparator;
+import java.util.UUID;
+import java.util.stream.Stream;
+
+/**
+ * Local directories of this JVM's stores: {@code <localDir>/<pid>-<uuid>/...}. Spark does not always call
+ * close(), so the first use in a JVM deletes the directories of JVMs that are gone.
+ */
+final class LocalDirs {
+  private static File jvmDir;
+
+  private LocalDirs() {}
+
+  static synchronized File jvmDir(String localRoot) throws IOException {
+    if (jvmDir == null) {
+      File root = new File(localRoot);
+      root.mkdirs();
+      cleanStale(root);
+      jvmDir = new File(root, ProcessHandle.current().pid() + "-" + UUID.randomUUID());
+      if (!jvmDir.mkdirs()) throw new IOException("Cannot create local directory " + jvmDir);
+      jvmDir.deleteOnExit();
+    }
+    return jvmDir;
+  }
+
+  /** Deletes the directories left by JVMs whose process no longer runs. */
+  static void cleanStale(File root) {
+    File[] children = root.listFiles();
+    if (children == null) return;
+    for (File child : children) {
+      String name = child.getName();
+      int dash = name.indexOf('-');
+      if (dash <= 0) continue;
+      long pid;
+      try {
+        pid = Long.parseLong(name.substring(0, dash));
+      } catch (NumberFormatException e) {
+        continue;
+      }
+      if (pid != ProcessHandle.current().pid() && ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
+        continue;
+      }
+      if (pid == ProcessHandle.current().pid()) continue;
+      deleteRecursively(child);
+    }
+  }
+
+  static void deleteRecursively(File f) {
+    if (!f.exists()) return;
+    try (Stream<Path> s = Files.walk(f.toPath())) {
+      s.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    } catch (IOException e) {
+      // best effort: a later start-up retries
+    }
+  }
+}

@@ -1,0 +1,360 @@
+package io.statestore.spark;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.rocksdb.BlockBasedTableConfig;
+import org.rocksdb.BloomFilter;
+import org.rocksdb.Cache;
+import org.rocksdb.Checkpoint;
+import org.rocksdb.ColumnFamilyDescriptor;
+import org.rocksdb.ColumnFamilyHandle;
+import org.rocksdb.ColumnFamilyOptions;
+import org.rocksdb.CompressionType;
+import org.rocksdb.DBOptions;
+import org.rocksdb.FlushOptions;
+import org.rocksdb.LRUCache;
+import org.rocksdb.Options;
+import org.rocksdb.ReadOptions;
+import org.rocksdb.RocksDB;
+import org.rocksdb.RocksDBException;
+import org.rocksdb.RocksIterator;
+import org.rocksdb.WriteBatch;
+import org.rocksdb.WriteOptions;
+
+/**
+ * One store partition's local RocksDB (formats.md section 2): user column families as physical ones,
+ * bookkeeping in {@code __statestore_meta}, exact key counts, and the change set of the commit in progress.
+ *
+ * <p>Writes go straight into the database (no WAL): the directory is a cache of the checkpoint location,
+ * trusted only while this JVM holds it, so an abort marks it dirty and the next load restores.
+ */
+final class LocalStore implements AutoCloseable {
+  static final String META_CF = "__statestore_meta";
+  static final String DEFAULT_CF = "default";
+  private static final byte[] VERSION_KEY = ascii("version");
+  private static final byte[] STORE_ID_KEY = ascii("store_id");
+  private static final String COUNT_PREFIX = "count/";
+
+  static {
+    RocksDB.loadLibrary();
+  }
+
+  private static volatile Cache sharedCache;
+
+  final File dir;
+  final String storeId;
+  private final ProviderSettings settings;
+  private final RocksDB db;
+  private final DBOptions dbOptions;
+  private final ColumnFamilyOptions cfOptions;
+  private final WriteOptions writeOptions;
+  private final Map<String, ColumnFamilyHandle> handles = new HashMap<>();
+  private final Map<String, long[]> counts = new HashMap<>();
+  private final ChangeSet changes = new ChangeSet();
+  private long version;
+
+  private LocalStore(File dir, String storeId, ProviderSettings settings) throws RocksDBException {
+    this.dir = dir;
+    this.storeId = storeId;
+    this.settings = settings;
+    this.dbOptions = new DBOptions().setCreateIfMissing(true).setCreateMissingColumnFamilies(true)
+        .setMaxOpenFiles(-1).setMaxBackgroundJobs(2);
+    this.cfOptions = columnFamilyOptions(settings);
+    this.writeOptions = new WriteOptions().setDisableWAL(true).setSync(false);
+    List<String> names = new ArrayList<>();
+    names.add(DEFAULT_CF);
+    names.add(META_CF);
+    if (new File(dir, "CURRENT").exists()) {
+      try (Options o = new Options()) {
+        for (byte[] n : RocksDB.listColumnFamilies(o, dir.getPath())) {
+          String s = new String(n, StandardCharsets.UTF_8);
+          if (!names.contains(s)) names.add(s);
+        }
+      }
+    }
+    List<ColumnFamilyDescriptor> descriptors = new ArrayList<>();
+    for (String n : names) descriptors.add(new ColumnFamilyDescriptor(n.getBytes(StandardCharsets.UTF_8), cfOptions));
+    List<ColumnFamilyHandle> hs = new ArrayList<>();
+    dir.mkdirs();
+    this.db = RocksDB.open(dbOptions, dir.getPath(), descriptors, hs);
+    for (int i = 0; i < names.size(); i++) handles.put(names.get(i), hs.get(i));
+    loadMeta();
+  }
+
+  /** Opens the database in {@code dir}, creating an empty store at version 0 when there is none. */
+  static LocalStore open(File dir, String storeId, ProviderSettings settings) throws IOException {
+    try {
+      return new LocalStore(dir, storeId, settings);
+    } catch (RocksDBException e) {
+      throw new IOException("Cannot open local store " + dir + ": " + e.getMessage(), e);
+    }
+  }
+
+  private static ColumnFamilyOptions columnFamilyOptions(ProviderSettings s) {
+    if (sharedCache == null) {
+      synchronized (LocalStore.class) {
+        if (sharedCache == null) sharedCache = new LRUCache(s.blockCacheSizeMb * 1024L * 1024L);
+      }
+    }
+    BlockBasedTableConfig table = new BlockBasedTableConfig().setBlockCache(sharedCache)
+        .setFilterPolicy(new BloomFilter(10, false)).setBlockSize(16 * 1024);
+    return new ColumnFamilyOptions().setTableFormatConfig(table)
+        .setCompressionType(CompressionType.LZ4_COMPRESSION)
+        .setWriteBufferSize(s.writeBufferSizeMb * 1024L * 1024L);
+  }
+
+  private void loadMeta() throws RocksDBException {
+    ColumnFamilyHandle meta = handles.get(META_CF);
+    byte[] v = db.get(meta, VERSION_KEY);
+    if (v == null) {
+      try (WriteBatch b = new WriteBatch()) {
+        b.put(meta, VERSION_KEY, u64(0));
+        b.put(meta, STORE_ID_KEY, storeId.getBytes(StandardCharsets.UTF_8));
+        db.write(writeOptions, b);
+      }
+      version = 0;
+    } else {
+      version = ByteBuffer.wrap(v).getLong();
+      byte[] id = db.get(meta, STORE_ID_KEY);
+      String found = id == null ? null : new String(id, StandardCharsets.UTF_8);
+      if (!storeId.equals(found)) {
+        throw new RocksDBException("local store " + dir + " belongs to store '" + found + "', not '" + storeId + "'");
+      }
+    }
+    try (RocksIterator it = db.newIterator(meta)) {
+      byte[] prefix = ascii(COUNT_PREFIX);
+      for (it.seek(prefix); it.isValid() && startsWith(it.key(), prefix); it.next()) {
+        String cf = new String(it.key(), prefix.length, it.key().length - prefix.length, StandardCharsets.UTF_8);
+        counts.put(cf, new long[] {ByteBuffer.wrap(it.value()).getLong()});
+      }
+    }
+  }
+
+  long version() {
+    return version;
+  }
+
+  boolean hasColumnFamily(String cf) {
+    return counts.containsKey(cf) || (DEFAULT_CF.equals(cf));
+  }
+
+  java.util.Set<String> columnFamilies() {
+    java.util.Set<String> s = new java.util.TreeSet<>(counts.keySet());
+    s.add(DEFAULT_CF);
+    return s;
+  }
+
+  long count(String cf) {
+    long[] c = counts.get(cf);
+    return c == null ? 0 : c[0];
+  }
+
+  long totalCount() {
+    long t = 0;
+    for (long[] c : counts.values()) t += c[0];
+    return t;
+  }
+
+  private ColumnFamilyHandle handle(String cf) {
+    ColumnFamilyHandle h = handles.get(cf);
+    if (h == null) throw new IllegalArgumentException("column family '" + cf + "' does not exist in store " + storeId);
+    return h;
+  }
+
+  private long[] counter(String cf) {
+    return counts.computeIfAbsent(cf, k -> new long[1]);
+  }
+
+  byte[] get(String cf, byte[] key) throws RocksDBException {
+    return db.get(handle(cf), key);
+  }
+
+  boolean exists(String cf, byte[] key) {
+    return db.keyExists(handle(cf), key);
+  }
+
+  /** {@code existed} tells whether the key held a value before (for the exact count). */
+  void put(String cf, byte[] key, byte[] value, boolean existed) throws RocksDBException {
+    db.put(handle(cf), writeOptions, key, value);
+    if (!existed) counter(cf)[0]++;
+    changes.put(cf, key, value);
+  }
+
+  void delete(String cf, byte[] key) throws RocksDBException {
+    ColumnFamilyHandle h = handle(cf);
+    if (!db.keyExists(h, key)) return;
+    db.delete(h, writeOptions, key);
+    counter(cf)[0]--;
+    changes.delete(cf, key);
+  }
+
+  /** Byte concatenation by read-modify-write: the directory stays readable without a merge operator. */
+  void merge(String cf, byte[] key, byte[] operand) throws RocksDBException {
+    ColumnFamilyHandle h = handle(cf);
+    byte[] current = db.get(h, key);
+    db.put(h, writeOptions, key, ChangeSet.concat(current, operand));
+    if (current == null) counter(cf)[0]++;
+    changes.merge(cf, key, operand);
+  }
+
+  void createColumnFamily(String cf) throws RocksDBException {
+    if (counts.containsKey(cf)) return;
+    if (!handles.containsKey(cf)) {
+      handles.put(cf, db.createColumnFamily(new ColumnFamilyDescriptor(cf.getBytes(StandardCharsets.UTF_8), cfOptions)));
+    }
+    counts.put(cf, new long[1]);
+    changes.createCf(cf);
+  }
+
+  boolean dropColumnFamily(String cf) throws RocksDBException {
+    if (!counts.containsKey(cf) || DEFAULT_CF.equals(cf)) return false;
+    ColumnFamilyHandle h = handles.remove(cf);
+    if (h != null) {
+      db.dropColumnFamily(h);
+      h.close();
+    }
+    counts.remove(cf);
+    changes.dropCf(cf);
+    return true;
+  }
+
+  RocksIterator iterator(String cf) {
+    return db.newIterator(handle(cf));
+  }
+
+  long uncommittedBytes() {
+    return changes.approxBytes();
+  }
+
+  long memoryBytes() {
+    try {
+      return db.getAggregatedLongProperty("rocksdb.size-all-mem-tables") + changes.approxBytes();
+    } catch (RocksDBException e) {
+      return changes.approxBytes();
+    }
+  }
+
+  long sstBytes() {
+    try {
+      return db.getAggregatedLongProperty("rocksdb.total-sst-files-size");
+    } catch (RocksDBException e) {
+      return 0;
+    }
+  }
+
+  /** Moves the store to {@code version + 1} and returns that commit's increment. */
+  Increment commit() throws RocksDBException {
+    long next = version + 1;
+    Increment inc = changes.toIncrement(storeId, next, this::count);
+    try (WriteBatch b = new WriteBatch()) {
+      ColumnFamilyHandle meta = handles.get(META_CF);
+      for (Increment.CfEntry e : inc.cfTable) {
+        byte[] key = ascii(COUNT_PREFIX + e.name);
+        if (e.exists) b.put(meta, key, u64(e.keyCount));
+        else b.delete(meta, key);
+      }
+      b.put(meta, VERSION_KEY, u64(next));
+      db.write(writeOptions, b);
+    }
+    version = next;
+    changes.clear();
+    return inc;
+  }
+
+  /** Applies increment {@code inc} (formats.md 3.3); {@code file} names it in errors. */
+  void apply(Increment inc, String file) throws IOException, RocksDBException {
+    if (!storeId.equals(inc.storeId)) {
+      throw new IOException("Increment " + file + " belongs to store '" + inc.storeId + "', not '" + storeId + "'");
+    }
+    if (version >= inc.version) return;
+    if (version != inc.baseVersion) {
+      throw new IOException("Version gap applying " + file + " to store " + storeId + ": expected version "
+          + inc.baseVersion + ", found " + version);
+    }
+    for (int i = 0; i < inc.size; i++) {
+      if (inc.ops[i] == Increment.DROP_COLUMN_FAMILY) {
+        String cf = inc.cfTable.get(inc.cfIndex[i]).name;
+        ColumnFamilyHandle h = handles.remove(cf);
+        if (h != null && !DEFAULT_CF.equals(cf)) {
+          db.dropColumnFamily(h);
+          h.close();
+        }
+        counts.remove(cf);
+      }
+    }
+    for (Increment.CfEntry e : inc.cfTable) {
+      if (e.exists && !handles.containsKey(e.name)) {
+        handles.put(e.name, db.createColumnFamily(
+            new ColumnFamilyDescriptor(e.name.getBytes(StandardCharsets.UTF_8), cfOptions)));
+      }
+    }
+    ColumnFamilyHandle meta = handles.get(META_CF);
+    try (WriteBatch b = new WriteBatch()) {
+      for (int i = 0; i < inc.size; i++) {
+        ColumnFamilyHandle h = handles.get(inc.cfTable.get(inc.cfIndex[i]).name);
+        switch (inc.ops[i]) {
+          case Increment.PUT -> b.put(h, inc.keys[i], inc.values[i]);
+          case Increment.DELETE -> b.delete(h, inc.keys[i]);
+          case Increment.MERGE -> b.put(h, inc.keys[i], ChangeSet.concat(db.get(h, inc.keys[i]), inc.values[i]));
+          default -> { }
+        }
+      }
+      for (Increment.CfEntry e : inc.cfTable) {
+        byte[] key = ascii(COUNT_PREFIX + e.name);
+        if (e.exists) {
+          b.put(meta, key, u64(e.keyCount));
+          counts.put(e.name, new long[] {e.keyCount});
+        } else {
+          b.delete(meta, key);
+          counts.remove(e.name);
+        }
+      }
+      b.put(meta, VERSION_KEY, u64(inc.version));
+      db.write(writeOptions, b);
+    }
+    version = inc.version;
+  }
+
+  /** A RocksDB checkpoint of the committed state into {@code target} (hard links where possible). */
+  void checkpointTo(File target) throws RocksDBException {
+    try (FlushOptions f = new FlushOptions().setWaitForFlush(true)) {
+      db.flush(f, new ArrayList<>(handles.values()));
+    }
+    try (Checkpoint c = Checkpoint.create(db)) {
+      c.createCheckpoint(target.getPath());
+    }
+  }
+
+  @Override
+  public void close() {
+    for (ColumnFamilyHandle h : handles.values()) h.close();
+    handles.clear();
+    db.close();
+    writeOptions.close();
+    cfOptions.close();
+    dbOptions.close();
+  }
+
+  static byte[] u64(long v) {
+    return ByteBuffer.allocate(8).putLong(v).array();
+  }
+
+  static byte[] ascii(String s) {
+    return s.getBytes(StandardCharsets.UTF_8);
+  }
+
+  static boolean startsWith(byte[] a, byte[] prefix) {
+    if (a.length < prefix.length) return false;
+    return java.util.Arrays.equals(a, 0, prefix.length, prefix, 0, prefix.length);
+  }
+
+  static ReadOptions readOptions() {
+    return new ReadOptions();
+  }
+}

@@ -1,0 +1,132 @@
+package io.statestore.spark;
+
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.RocksDBKeyStateEncoder;
+import org.apache.spark.sql.execution.streaming.state.UnsafeRowDataEncoder;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * Turns one column family's rows into stored bytes. Plain keys are the UnsafeRow bytes; keys of prefix and
+ * range scans use Spark's own key encoders so that byte order matches scan order. Multi-value entries are
+ * framed as {@code u32 length + bytes} (formats.md 2, "Merge values").
+ */
+final class RowCodec {
+  final int keyFields;
+  final int valueFields;
+  final boolean multiValue;
+  private final RocksDBKeyStateEncoder keyEncoder;
+
+  RowCodec(StructType keySchema, StructType valueSchema, KeyStateEncoderSpec spec, boolean multiValue) {
+    this.keyFields = keySchema.length();
+    this.valueFields = valueSchema.length();
+    this.multiValue = multiValue;
+    if (spec == null || spec instanceof NoPrefixKeyStateEncoderSpec) {
+      keyEncoder = null;
+    } else {
+      keyEncoder = spec.toEncoder(new UnsafeRowDataEncoder(spec, valueSchema), false);
+    }
+  }
+
+  boolean supportsPrefixScan() {
+    return keyEncoder != null && keyEncoder.supportPrefixKeyScan();
+  }
+
+  /** Bytes owned by the caller (never a row's backing array, which Spark reuses). */
+  byte[] encodeKey(UnsafeRow key) {
+    return keyEncoder == null ? ownBytes(key) : keyEncoder.encodeKey(key);
+  }
+
+  byte[] encodePrefix(UnsafeRow prefix) {
+    if (keyEncoder == null || !keyEncoder.supportPrefixKeyScan()) {
+      throw new UnsupportedOperationException("prefix scan needs a PrefixKeyScanStateEncoderSpec");
+    }
+    return keyEncoder.encodePrefixKey(prefix);
+  }
+
+  UnsafeRow decodeKey(byte[] bytes) {
+    if (keyEncoder != null) return keyEncoder.decodeKey(bytes);
+    UnsafeRow row = new UnsafeRow(keyFields);
+    row.pointTo(bytes, bytes.length);
+    return row;
+  }
+
+  byte[] encodeValue(UnsafeRow value) {
+    return multiValue ? frame(value) : ownBytes(value);
+  }
+
+  byte[] encodeValues(UnsafeRow[] values) {
+    int total = 0;
+    for (UnsafeRow v : values) total += 4 + v.getSizeInBytes();
+    ByteBuffer b = ByteBuffer.allocate(total);
+    for (UnsafeRow v : values) {
+      b.putInt(v.getSizeInBytes());
+      v.writeToMemory(b.array(), org.apache.spark.unsafe.Platform.BYTE_ARRAY_OFFSET + b.position());
+      b.position(b.position() + v.getSizeInBytes());
+    }
+    return b.array();
+  }
+
+  /** The stored value as a row; for a multi-value entry, its first value. */
+  UnsafeRow decodeValue(byte[] bytes) {
+    if (bytes == null) return null;
+    if (!multiValue) return row(bytes, 0, bytes.length);
+    if (bytes.length < 4) return null;
+    int len = ByteBuffer.wrap(bytes).getInt(0);
+    return row(bytes, 4, len);
+  }
+
+  List<UnsafeRow> decodeValues(byte[] bytes) {
+    List<UnsafeRow> out = new ArrayList<>();
+    if (bytes == null) return out;
+    if (!multiValue) {
+      out.add(row(bytes, 0, bytes.length));
+      return out;
+    }
+    ByteBuffer b = ByteBuffer.wrap(bytes);
+    int pos = 0;
+    while (pos + 4 <= bytes.length) {
+      int len = b.getInt(pos);
+      out.add(row(bytes, pos + 4, len));
+      pos += 4 + len;
+    }
+    return out;
+  }
+
+  private UnsafeRow row(byte[] bytes, int offset, int len) {
+    UnsafeRow row = new UnsafeRow(valueFields);
+    row.pointTo(bytes, org.apache.spark.unsafe.Platform.BYTE_ARRAY_OFFSET + offset, len);
+    return row;
+  }
+
+  private static byte[] frame(UnsafeRow v) {
+    return new RowCodec.Framer().add(v).bytes();
+  }
+
+  static byte[] ownBytes(UnsafeRow row) {
+    byte[] b = row.getBytes();
+    return b == row.getBaseObject() ? b.clone() : b;
+  }
+
+  /** Frames values one after another. */
+  private static final class Framer {
+    private byte[] out = new byte[0];
+
+    Framer add(UnsafeRow v) {
+      int n = v.getSizeInBytes();
+      byte[] next = java.util.Arrays.copyOf(out, out.length + 4 + n);
+      ByteBuffer.wrap(next, out.length, 4).putInt(n);
+      v.writeToMemory(next, org.apache.spark.unsafe.Platform.BYTE_ARRAY_OFFSET + out.length + 4);
+      out = next;
+      return this;
+    }
+
+    byte[] bytes() {
+      return out;
+    }
+  }
+}

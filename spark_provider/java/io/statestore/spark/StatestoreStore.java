@@ -1,0 +1,333 @@
+package io.statestore.spark;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.StateStore;
+import org.apache.spark.sql.execution.streaming.state.StateStoreCheckpointInfo;
+import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
+import org.apache.spark.sql.execution.streaming.state.StateStoreIterator;
+import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
+import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
+import org.apache.spark.sql.types.StructType;
+import org.rocksdb.RocksDBException;
+
+/** One version of a store partition handed to a task: reads, writes, then commit, abort or release. */
+public final class StatestoreStore implements StateStore {
+  private enum State { UPDATING, COMMITTED, ABORTED, RELEASED }
+
+  private final StatestoreProvider provider;
+  private final LocalStore local;
+  private final long baseVersion;
+  private final boolean readOnly;
+  private final List<ScanIterator> openScans = new ArrayList<>();
+  private volatile State state = State.UPDATING;
+  private long committedVersion = -1;
+  // The key of the last get() and whether it existed: put() right after get() skips a lookup for the count.
+  private String lastCf;
+  private byte[] lastKey;
+  private boolean lastExisted;
+
+  StatestoreStore(StatestoreProvider provider, LocalStore local, long baseVersion, boolean readOnly) {
+    StateStore.$init$(this);
+    this.provider = provider;
+    this.local = local;
+    this.baseVersion = baseVersion;
+    this.readOnly = readOnly;
+  }
+
+  @Override
+  public StateStoreId id() {
+    return provider.stateStoreId();
+  }
+
+  @Override
+  public long version() {
+    return baseVersion;
+  }
+
+  private RowCodec codec(String cf) {
+    RowCodec c = provider.codec(cf);
+    if (c == null || !local.hasColumnFamily(cf)) {
+      throw new IllegalArgumentException("Column family '" + cf + "' does not exist in " + provider.storeIdString());
+    }
+    return c;
+  }
+
+  private void checkWritable(String op) {
+    if (readOnly) throw new IllegalStateException("Cannot " + op + " in a read-only store " + this);
+    if (state != State.UPDATING) throw new IllegalStateException("Cannot " + op + " after " + state + ": " + this);
+  }
+
+  private static RuntimeException fail(String op, RocksDBException e) {
+    return new IllegalStateException("statestore " + op + " failed: " + e.getMessage(), e);
+  }
+
+  @Override
+  public UnsafeRow get(UnsafeRow key, String cf) {
+    RowCodec c = codec(cf);
+    byte[] k = c.encodeKey(key);
+    try {
+      byte[] v = local.get(cf, k);
+      lastCf = cf;
+      lastKey = k;
+      lastExisted = v != null;
+      return c.decodeValue(v);
+    } catch (RocksDBException e) {
+      throw fail("get", e);
+    }
+  }
+
+  @Override
+  public boolean keyExists(UnsafeRow key, String cf) {
+    return local.exists(cf, codec(cf).encodeKey(key));
+  }
+
+  @Override
+  public scala.collection.Iterator<UnsafeRow> valuesIterator(UnsafeRow key, String cf) {
+    RowCodec c = codec(cf);
+    try {
+      return Scala.iterator(c.decodeValues(local.get(cf, c.encodeKey(key))).iterator());
+    } catch (RocksDBException e) {
+      throw fail("valuesIterator", e);
+    }
+  }
+
+  private boolean existedBefore(String cf, byte[] k) {
+    if (cf.equals(lastCf) && Arrays.equals(k, lastKey)) return lastExisted;
+    return local.exists(cf, k);
+  }
+
+  private void rememberWrite(String cf, byte[] k, boolean exists) {
+    lastCf = cf;
+    lastKey = k;
+    lastExisted = exists;
+  }
+
+  @Override
+  public void put(UnsafeRow key, UnsafeRow value, String cf) {
+    checkWritable("put");
+    if (key == null || value == null) throw new IllegalArgumentException("put needs a key and a value");
+    RowCodec c = codec(cf);
+    byte[] k = c.encodeKey(key);
+    try {
+      local.put(cf, k, c.encodeValue(value), existedBefore(cf, k));
+      rememberWrite(cf, k, true);
+    } catch (RocksDBException e) {
+      throw fail("put", e);
+    }
+  }
+
+  @Override
+  public void putList(UnsafeRow key, UnsafeRow[] values, String cf) {
+    checkWritable("putList");
+    RowCodec c = codec(cf);
+    if (!c.multiValue) throw new UnsupportedOperationException("putList needs a multi-value column family");
+    byte[] k = c.encodeKey(key);
+    try {
+      local.put(cf, k, c.encodeValues(values), existedBefore(cf, k));
+      rememberWrite(cf, k, true);
+    } catch (RocksDBException e) {
+      throw fail("putList", e);
+    }
+  }
+
+  @Override
+  public void remove(UnsafeRow key, String cf) {
+    checkWritable("remove");
+    byte[] k = codec(cf).encodeKey(key);
+    try {
+      local.delete(cf, k);
+      rememberWrite(cf, k, false);
+    } catch (RocksDBException e) {
+      throw fail("remove", e);
+    }
+  }
+
+  @Override
+  public void deleteRange(UnsafeRow begin, UnsafeRow end, String cf) {
+    checkWritable("deleteRange");
+    RowCodec c = codec(cf);
+    List<byte[]> doomed = new ArrayList<>();
+    byte[] from = c.encodeKey(begin);
+    byte[] until = c.encodeKey(end);
+    try (org.rocksdb.RocksIterator it = local.iterator(cf)) {
+      for (it.seek(from); it.isValid() && Arrays.compareUnsigned(it.key(), until) < 0; it.next()) doomed.add(it.key());
+    }
+    try {
+      for (byte[] k : doomed) local.delete(cf, k);
+      lastKey = null;
+    } catch (RocksDBException e) {
+      throw fail("deleteRange", e);
+    }
+  }
+
+  @Override
+  public void merge(UnsafeRow key, UnsafeRow value, String cf) {
+    checkWritable("merge");
+    RowCodec c = codec(cf);
+    if (!c.multiValue) throw new UnsupportedOperationException("merge needs a multi-value column family");
+    try {
+      byte[] k = c.encodeKey(key);
+      local.merge(cf, k, c.encodeValue(value));
+      rememberWrite(cf, k, true);
+    } catch (RocksDBException e) {
+      throw fail("merge", e);
+    }
+  }
+
+  @Override
+  public void mergeList(UnsafeRow key, UnsafeRow[] values, String cf) {
+    checkWritable("mergeList");
+    RowCodec c = codec(cf);
+    if (!c.multiValue) throw new UnsupportedOperationException("mergeList needs a multi-value column family");
+    try {
+      byte[] k = c.encodeKey(key);
+      local.merge(cf, k, c.encodeValues(values));
+      rememberWrite(cf, k, true);
+    } catch (RocksDBException e) {
+      throw fail("mergeList", e);
+    }
+  }
+
+  private StateStoreIterator<UnsafeRowPair> scan(String cf, byte[] prefix, byte[] from, byte[] until,
+      boolean flatten) {
+    RowCodec c = codec(cf);
+    ScanIterator s = new ScanIterator(local.iterator(cf), c, prefix, from, until, flatten);
+    synchronized (openScans) {
+      openScans.add(s);
+    }
+    return Scala.storeIterator(s, s::close);
+  }
+
+  @Override
+  public StateStoreIterator<UnsafeRowPair> iterator(String cf) {
+    return scan(cf, null, null, null, false);
+  }
+
+  @Override
+  public StateStoreIterator<UnsafeRowPair> iteratorWithMultiValues(String cf) {
+    return scan(cf, null, null, null, codec(cf).multiValue);
+  }
+
+  @Override
+  public StateStoreIterator<UnsafeRowPair> prefixScan(UnsafeRow prefix, String cf) {
+    return scan(cf, codec(cf).encodePrefix(prefix), null, null, false);
+  }
+
+  @Override
+  public StateStoreIterator<UnsafeRowPair> prefixScanWithMultiValues(UnsafeRow prefix, String cf) {
+    RowCodec c = codec(cf);
+    return scan(cf, c.encodePrefix(prefix), null, null, c.multiValue);
+  }
+
+  @Override
+  public StateStoreIterator<UnsafeRowPair> rangeScan(scala.Option<UnsafeRow> start, scala.Option<UnsafeRow> end,
+      String cf) {
+    RowCodec c = codec(cf);
+    return scan(cf, null, start.isDefined() ? c.encodeKey(start.get()) : null,
+        end.isDefined() ? c.encodeKey(end.get()) : null, false);
+  }
+
+  @Override
+  public StateStoreIterator<UnsafeRowPair> rangeScanWithMultiValues(scala.Option<UnsafeRow> start,
+      scala.Option<UnsafeRow> end, String cf) {
+    RowCodec c = codec(cf);
+    return scan(cf, null, start.isDefined() ? c.encodeKey(start.get()) : null,
+        end.isDefined() ? c.encodeKey(end.get()) : null, c.multiValue);
+  }
+
+  @Override
+  public scala.collection.immutable.Set<String> allColumnFamilyNames() {
+    return Scala.set(local.columnFamilies());
+  }
+
+  @Override
+  public void createColFamilyIfAbsent(String cf, StructType keySchema, StructType valueSchema,
+      KeyStateEncoderSpec spec, boolean multiValue, boolean isInternal) {
+    provider.registerCodec(cf, new RowCodec(keySchema, valueSchema, spec, multiValue));
+    if (local.hasColumnFamily(cf)) return;
+    checkWritable("create column family");
+    try {
+      local.createColumnFamily(cf);
+    } catch (RocksDBException e) {
+      throw fail("createColFamilyIfAbsent", e);
+    }
+  }
+
+  @Override
+  public boolean removeColFamilyIfExists(String cf) {
+    checkWritable("remove column family");
+    try {
+      lastKey = null;
+      return local.dropColumnFamily(cf);
+    } catch (RocksDBException e) {
+      throw fail("removeColFamilyIfExists", e);
+    }
+  }
+
+  /** Iterators may outlive commit (complete mode reads after it); the provider closes them before reuse. */
+  void closeScans() {
+    synchronized (openScans) {
+      for (ScanIterator s : openScans) s.close();
+      openScans.clear();
+    }
+  }
+
+  @Override
+  public long commit() {
+    checkWritable("commit");
+    committedVersion = provider.commit(local);
+    state = State.COMMITTED;
+    return committedVersion;
+  }
+
+  @Override
+  public void abort() {
+    if (state == State.COMMITTED) return;
+    closeScans();
+    if (state == State.UPDATING && !readOnly) provider.abort(local);
+    state = State.ABORTED;
+  }
+
+  @Override
+  public void release() {
+    closeScans();
+    if (state == State.UPDATING && !readOnly && local.uncommittedBytes() > 0) provider.abort(local);
+    state = State.RELEASED;
+  }
+
+  @Override
+  public boolean hasCommitted() {
+    return state == State.COMMITTED;
+  }
+
+  @Override
+  public StateStoreMetrics metrics() {
+    Map<StateStoreCustomMetric, Object> custom = new HashMap<>();
+    StatestoreProvider.LastCommit lc = provider.lastCommit();
+    custom.put(Metrics.INCREMENT_BYTES, lc.incrementBytes());
+    custom.put(Metrics.INCREMENT_RECORDS, lc.incrementRecords());
+    custom.put(Metrics.COMMIT_TIME, lc.commitMs());
+    custom.put(Metrics.LOAD_TIME, provider.lastLoadMs());
+    custom.put(Metrics.SST_BYTES, local.sstBytes());
+    return new StateStoreMetrics(local.totalCount(), local.memoryBytes(), Scala.map(custom),
+        Scala.map(new HashMap<>()));
+  }
+
+  @Override
+  public StateStoreCheckpointInfo getStateStoreCheckpointInfo() {
+    long v = state == State.COMMITTED ? committedVersion : baseVersion;
+    return new StateStoreCheckpointInfo(id().partitionId(), v, scala.Option.empty(), scala.Option.empty());
+  }
+
+  @Override
+  public String toString() {
+    return "StatestoreStore[" + provider.storeIdString() + ", version " + baseVersion + ", " + state + "]";
+  }
+}

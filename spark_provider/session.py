@@ -1,0 +1,38 @@
+"""`enable()`: turn a SparkSession (or its builder) onto the statestore provider with one call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from spark_provider.jar import provider_jar
+from spark_provider.settings import PROVIDER_CLASS, spark_confs
+
+
+def _with_jar(existing: str | None, jar: str) -> str:
+    jars = [j for j in (existing or "").split(",") if j and Path(j).name != Path(jar).name]
+    return ",".join([*jars, jar])
+
+
+def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: object) -> Any:
+    """Configure Spark to keep streaming state in the statestore provider.
+
+    `builder_or_session` is a `SparkSession.Builder` (preferred: the jar is then on the driver's and the
+    executors' class path from the start) or a running `SparkSession` (the jar is added with `addJar`).
+    `jar` overrides the automatically built jar; `settings` are the keyword names listed in
+    `spark_provider.settings.SETTINGS`. Returns what it was given, so builder calls chain.
+    """
+    jar_path = str(Path(jar) if jar is not None else provider_jar())
+    confs = {"spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS, **spark_confs(**settings)}
+    if hasattr(builder_or_session, "getOrCreate"):
+        builder = builder_or_session
+        existing = builder._options.get("spark.jars") if hasattr(builder, "_options") else None
+        builder = builder.config("spark.jars", _with_jar(existing, jar_path))
+        for key, value in confs.items():
+            builder = builder.config(key, value)
+        return builder
+    session = builder_or_session
+    session.sparkContext._jsc.addJar(jar_path)
+    for key, value in confs.items():
+        session.conf.set(key, value)
+    return session

@@ -1,0 +1,52 @@
+"""The provider's documented settings: Spark configuration keys, defaults and meanings, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PROVIDER_CLASS = "io.statestore.spark.StatestoreProvider"
+SPARK_ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+SPARK_HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+PREFIX = "spark.sql.streaming.stateStore.statestore."
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: the keyword `enable()` accepts, its Spark key, default and meaning."""
+
+    name: str
+    key: str
+    default: str | None
+    doc: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("local_dir", PREFIX + "localDir", None,
+            "Directory for the executors' local RocksDB copies (default: <java.io.tmpdir>/statestore-provider). "
+            "Directories of dead JVMs are deleted at start-up."),
+    Setting("increment_compression", PREFIX + "incrementCompression", "zstd",
+            "Compression of the increment body written at every commit: `zstd` or `none`."),
+    Setting("zstd_level", PREFIX + "zstdLevel", "1", "zstd level for increments."),
+    Setting("write_buffer_size_mb", PREFIX + "writeBufferSizeMB", "64", "RocksDB memtable size per column family."),
+    Setting("block_cache_size_mb", PREFIX + "blockCacheSizeMB", "64",
+            "RocksDB block cache shared by all stores of an executor."),
+    Setting("min_deltas_for_snapshot", "spark.sql.streaming.stateStore.minDeltasForSnapshot", "10",
+            "Spark's setting: a snapshot every this many versions (uploaded in the background)."),
+    Setting("min_batches_to_retain", "spark.sql.streaming.minBatchesToRetain", "100",
+            "Spark's setting: versions kept restorable in the checkpoint location."),
+)
+
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def spark_confs(**overrides: object) -> dict[str, str]:
+    """The Spark confs for our settings: defaults, with `overrides` (keyword names of SETTINGS) applied."""
+    unknown = sorted(set(overrides) - set(BY_NAME))
+    if unknown:
+        raise TypeError(f"unknown statestore setting(s) {unknown}; known: {sorted(BY_NAME)}")
+    confs: dict[str, str] = {}
+    for s in SETTINGS:
+        value = overrides.get(s.name, s.default)
+        if value is not None:
+            confs[s.key] = str(value)
+    return confs
