@@ -198,6 +198,13 @@ class CheckpointLocation:
         if local_dir.exists():
             shutil.rmtree(local_dir)
         base = max((v for v in self.snapshot_versions() if v <= target), default=0)
+        present = set(self.increment_versions())
+        missing = next((v for v in range(base + 1, target + 1) if v not in present), None)
+        if missing is not None:
+            start = f"snapshot {base}" if base else "the empty store (no snapshot at or below it)"
+            raise MissingCheckpointFileError(
+                str(self.increment_path(missing)), f"to restore version {target} from {start}"
+            )
         try:
             if base > 0:
                 snapshot_dir = self.snapshot_path(base)

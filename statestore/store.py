@@ -67,6 +67,8 @@ class VersionedStore:
         self._handles: dict[str, object] = {}
         self._pending: dict[str, _PendingColumnFamily] = {}
         self._drop_order: list[str] = []
+        self._closed = False
+        self._write_failed = False
         raw_version = self._meta.get(_VERSION_KEY)
         self._version = _U64.unpack(raw_version)[0] if raw_version is not None else 0
         self._counts: dict[str, int] = {
@@ -114,16 +116,27 @@ class VersionedStore:
         return cls(path, store_id, db, options)
 
     def close(self) -> None:
-        """Close the database; uncommitted writes are discarded."""
+        """Close the database; uncommitted writes are discarded. Closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
         self._pending.clear()
         self._drop_order.clear()
-        # RocksDB's lock is released only once every column-family object and handle is gone.
-        for table in [*self._tables.values(), self._meta]:
-            table.close()
+        # RocksDB's lock is released only once every column-family object and handle is gone, so every
+        # close is attempted even when one fails.
+        errors = []
+        for closeable in [*self._tables.values(), self._meta, self._db]:
+            try:
+                closeable.close()
+            except Exception as exc:
+                errors.append(exc)
         self._tables.clear()
         self._handles.clear()
         self._meta_handle = None
-        self._db.close()
+        # After a failed write RocksDB refuses to flush on close; the committed versions are safe in its
+        # log, so that refusal is expected and not reported.
+        if errors and not self._write_failed:
+            raise StoreWriteError(f"store {self.store_id!r}: closing {self.path} failed: {errors[0]}")
 
     def __enter__(self) -> VersionedStore:
         return self
@@ -438,6 +451,7 @@ class VersionedStore:
         try:
             self._db.write(batch, self._write_options)
         except Exception as exc:
+            self._write_failed = True
             raise StoreWriteError(
                 f"store {self.store_id!r} at {self.path}: writing version {increment.version} failed, "
                 f"store stays at version {self._version}: {exc}"

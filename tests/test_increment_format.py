@@ -1,0 +1,144 @@
+"""The increment file format: round trips, and a clear error for every kind of damage."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statestore.errors import CorruptFileError, UnsupportedFormatError
+from statestore.increment import (
+    END_MAGIC,
+    ColumnFamilyState,
+    Increment,
+    Op,
+    decode_increment,
+    encode_increment,
+    read_increment,
+)
+
+
+def sample_increment() -> Increment:
+    return Increment(
+        store_id="0/1/default",
+        version=5,
+        base_version=4,
+        column_families=[ColumnFamilyState("default", True, 3), ColumnFamilyState("gone", False, 0)],
+        ops=bytes([Op.DROP_COLUMN_FAMILY, Op.PUT, Op.DELETE, Op.MERGE, Op.PUT]),
+        cf_indexes=[1, 0, 0, 0, 0],
+        keys=[b"", b"a", b"b", b"c", b"empty-value"],
+        values=[b"", b"1", b"", b"\x00\x00\x00\x01x", b""],
+    )
+
+
+def fields(increment: Increment) -> tuple:
+    return (
+        increment.store_id,
+        increment.version,
+        increment.base_version,
+        increment.column_families,
+        increment.ops,
+        increment.cf_indexes,
+        increment.keys,
+        increment.values,
+    )
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_round_trip_keeps_every_field(compress: bool) -> None:
+    original = sample_increment()
+    assert fields(decode_increment(encode_increment(original, compress=compress))) == fields(original)
+
+
+def test_records_name_their_column_family() -> None:
+    records = list(sample_increment().records())
+    assert records[0] == (Op.DROP_COLUMN_FAMILY, "gone", b"", b"")
+    assert records[3] == (Op.MERGE, "default", b"c", b"\x00\x00\x00\x01x")
+
+
+def test_empty_increment_round_trips() -> None:
+    empty = Increment("s", 1, 0, [], b"", [], [], [])
+    decoded = decode_increment(encode_increment(empty))
+    assert decoded.record_count == 0 and decoded.version == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pairs=st.lists(st.tuples(st.binary(max_size=40), st.binary(max_size=200)), max_size=50),
+    compress=st.booleans(),
+)
+def test_random_records_round_trip(pairs: list[tuple[bytes, bytes]], compress: bool) -> None:
+    increment = Increment(
+        "s",
+        9,
+        8,
+        [ColumnFamilyState("default", True, len(pairs))],
+        bytes([Op.PUT]) * len(pairs),
+        [0] * len(pairs),
+        [k for k, _ in pairs],
+        [v for _, v in pairs],
+    )
+    assert fields(decode_increment(encode_increment(increment, compress=compress))) == fields(increment)
+
+
+def test_every_truncation_is_refused_naming_the_file() -> None:
+    data = encode_increment(sample_increment())
+    for length in range(len(data)):
+        with pytest.raises(CorruptFileError) as error:
+            decode_increment(data[:length], "ckpt/5.increment")
+        assert error.value.path == "ckpt/5.increment"
+
+
+def test_every_flipped_byte_is_refused() -> None:
+    data = encode_increment(sample_increment(), compress=True)
+    for position in range(len(data)):
+        damaged = bytearray(data)
+        damaged[position] ^= 0x40
+        with pytest.raises(CorruptFileError):
+            decode_increment(bytes(damaged), "x.increment")
+
+
+def test_checksum_mismatch_is_named() -> None:
+    data = bytearray(encode_increment(sample_increment()))
+    data[-20] ^= 1  # inside the body
+    with pytest.raises(CorruptFileError, match="checksum mismatch"):
+        decode_increment(bytes(data))
+
+
+def test_trailing_bytes_are_refused() -> None:
+    with pytest.raises(CorruptFileError, match="unexpected bytes after the trailer"):
+        decode_increment(encode_increment(sample_increment()) + b"junk")
+
+
+def test_other_files_are_not_taken_for_increments() -> None:
+    with pytest.raises(CorruptFileError, match="not an increment file"):
+        decode_increment(b"PK\x03\x04" + bytes(100), "something.zip")
+
+
+def _with_header_field(data: bytes, offset: int, packed: bytes) -> bytes:
+    """Replace header bytes and re-seal the checksum, as a writer of another format version would."""
+    body = bytearray(data[:-8])
+    body[offset : offset + len(packed)] = packed
+    return bytes(body) + struct.pack(">I", zlib.crc32(body)) + END_MAGIC
+
+
+def test_unknown_format_version_is_refused() -> None:
+    data = _with_header_field(encode_increment(sample_increment()), 4, struct.pack(">H", 2))
+    with pytest.raises(UnsupportedFormatError, match="unknown increment format version 2"):
+        decode_increment(data)
+
+
+def test_unknown_flags_are_refused() -> None:
+    data = _with_header_field(encode_increment(sample_increment()), 6, struct.pack(">H", 0x8000))
+    with pytest.raises(UnsupportedFormatError, match="unknown increment flags"):
+        decode_increment(data)
+
+
+def test_read_increment_names_the_path(tmp_path) -> None:
+    path = tmp_path / "5.increment"
+    path.write_bytes(encode_increment(sample_increment())[:-3])
+    with pytest.raises(CorruptFileError, match=str(path)):
+        read_increment(path)

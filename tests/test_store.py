@@ -1,0 +1,166 @@
+"""The versioned store: reads, writes, scans, counts, column families, versions and apply."""
+
+from __future__ import annotations
+
+import pytest
+
+from statestore import (
+    StateStoreError,
+    StoreIdentityError,
+    UnknownColumnFamilyError,
+    VersionedStore,
+    VersionMismatchError,
+)
+from statestore.increment import ColumnFamilyState, Increment, Op
+
+STORE_ID = "0/0/default"
+
+
+@pytest.fixture
+def store(tmp_path):
+    with VersionedStore.open(tmp_path / "store", STORE_ID) as opened:
+        yield opened
+
+
+def test_a_new_store_is_empty_at_version_zero(store: VersionedStore) -> None:
+    assert store.version == 0
+    assert store.count() == 0
+    assert store.column_families() == ["default"]
+    assert store.get(b"missing") is None
+
+
+def test_reads_see_uncommitted_writes_and_abort_discards_them(store: VersionedStore) -> None:
+    store.put(b"a", b"1")
+    store.commit()
+    store.put(b"a", b"2")
+    store.put(b"b", b"")
+    store.delete(b"zz")
+    assert store.get(b"a") == b"2" and store.get(b"b") == b"" and store.count() == 2
+    store.abort()
+    assert store.get(b"a") == b"1" and store.get(b"b") is None and store.count() == 1
+    assert store.version == 1
+
+
+def test_merge_appends_operands_to_the_committed_value(store: VersionedStore) -> None:
+    store.merge(b"k", b"x")
+    store.commit()
+    store.merge(b"k", b"y")
+    store.merge(b"k", b"z")
+    assert store.get(b"k") == b"xyz"
+    increment = store.commit()
+    assert list(increment.records()) == [(Op.MERGE, "default", b"k", b"yz")]
+    store.delete(b"k")
+    store.merge(b"k", b"fresh")
+    assert list(store.commit().records()) == [(Op.PUT, "default", b"k", b"fresh")]
+    assert store.get(b"k") == b"fresh"
+
+
+def test_scans_merge_committed_and_uncommitted_in_key_order(store: VersionedStore) -> None:
+    for key in (b"a1", b"a3", b"b1", b"a5"):
+        store.put(key, key.upper())
+    store.commit()
+    store.put(b"a2", b"new")
+    store.delete(b"a3")
+    store.merge(b"a5", b"+")
+    store.put(b"a0", b"first")
+    assert list(store.scan_prefix(b"a")) == [(b"a0", b"first"), (b"a1", b"A1"), (b"a2", b"new"), (b"a5", b"A5+")]
+    assert list(store.scan_range(b"a1", b"a5")) == [(b"a1", b"A1"), (b"a2", b"new")]
+    assert [k for k, _ in store.scan_range(b"a2", None)] == [b"a2", b"a5", b"b1"]
+    assert [k for k, _ in store.items()] == [b"a0", b"a1", b"a2", b"a5", b"b1"]
+
+
+def test_counts_are_exact_under_overwrites_and_deletes(store: VersionedStore) -> None:
+    for round_ in range(3):
+        for i in range(100):
+            store.put(b"%d" % i, b"%d" % round_)
+        store.commit()
+    for i in range(0, 100, 2):
+        store.delete(b"%d" % i)
+    store.delete(b"never-there")
+    assert store.count() == 50
+    store.commit()
+    assert store.count() == 50
+
+
+def test_column_families_are_created_used_and_dropped(store: VersionedStore) -> None:
+    with pytest.raises(UnknownColumnFamilyError, match="no column family 'left'"):
+        store.put(b"k", b"v", "left")
+    store.create_column_family("left")
+    store.put(b"k", b"v", "left")
+    store.commit()
+    assert store.column_families() == ["default", "left"] and store.count("left") == 1
+    assert store.drop_column_family("left") is True
+    assert store.drop_column_family("left") is False
+    store.create_column_family("left")
+    assert store.get(b"k", "left") is None
+    store.commit()
+    assert store.count("left") == 0 and list(store.items("left")) == []
+    with pytest.raises(StateStoreError, match="not a valid column family name"):
+        store.create_column_family("__statestore_meta")
+
+
+def test_committed_state_survives_reopening(tmp_path) -> None:
+    path = tmp_path / "store"
+    with VersionedStore.open(path, STORE_ID) as store:
+        store.create_column_family("cf")
+        store.put(b"k", b"v", "cf")
+        store.put(b"d", b"")
+        store.commit()
+        store.put(b"uncommitted", b"lost")
+    with VersionedStore.open(path, STORE_ID) as store:
+        assert store.version == 1
+        assert store.get(b"k", "cf") == b"v" and store.get(b"d") == b""
+        assert store.get(b"uncommitted") is None
+        assert store.count() == 1 and store.count("cf") == 1
+
+
+def test_a_directory_of_another_store_is_refused(tmp_path) -> None:
+    VersionedStore.open(tmp_path / "store", "1/0/default").close()
+    with pytest.raises(StoreIdentityError, match="belongs to store '1/0/default'"):
+        VersionedStore.open(tmp_path / "store", STORE_ID)
+
+
+def test_apply_follows_versions_strictly(tmp_path) -> None:
+    with VersionedStore.open(tmp_path / "p", STORE_ID) as primary, VersionedStore.open(tmp_path / "r", STORE_ID) as r:
+        increments = []
+        for v in range(3):
+            primary.put(b"k", b"%d" % v)
+            increments.append(primary.commit())
+        with pytest.raises(VersionMismatchError, match="needs version 1, store is at version 0"):
+            r.apply(increments[1])
+        assert r.apply(increments[0]) is True
+        assert r.apply(increments[0]) is False  # applying twice is harmless
+        assert r.apply(increments[1]) is True
+        assert r.get(b"k") == b"1" and r.version == 2
+        r.put(b"x", b"y")
+        with pytest.raises(StateStoreError, match="uncommitted writes"):
+            r.apply(increments[2])
+
+
+def test_apply_refuses_another_stores_increment(store: VersionedStore) -> None:
+    foreign = Increment("9/9/other", 1, 0, [ColumnFamilyState("default", True, 0)])
+    with pytest.raises(StoreIdentityError, match="increment 1 belongs to store '9/9/other'"):
+        store.apply(foreign)
+    assert store.version == 0
+
+
+def test_apply_handles_any_record_sequence_in_order(store: VersionedStore) -> None:
+    """Writers emit one record per key, but a reader must apply any sequence in file order."""
+    store.create_column_family("cf")
+    store.put(b"k", b"old", "cf")
+    store.put(b"m", b"base")
+    store.commit()
+    increment = Increment(
+        STORE_ID,
+        2,
+        1,
+        [ColumnFamilyState("cf", True, 1), ColumnFamilyState("default", True, 1)],
+        bytes([Op.MERGE, Op.DROP_COLUMN_FAMILY, Op.MERGE, Op.MERGE, Op.PUT, Op.MERGE, Op.MERGE]),
+        [0, 0, 0, 0, 1, 1, 1],
+        [b"k", b"", b"k", b"k", b"m", b"m", b"m"],
+        [b"-lost", b"", b"a", b"b", b"p", b"q", b"r"],
+    )
+    assert store.apply(increment)
+    assert store.get(b"k", "cf") == b"ab"  # the drop wiped "old-lost"
+    assert store.get(b"m") == b"pqr"
+    assert store.count("cf") == 1 and store.count() == 1
