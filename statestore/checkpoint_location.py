@@ -136,9 +136,9 @@ class CheckpointLocation:
             staging.unlink(missing_ok=True)
             raise StoreWriteError(f"{target}: writing failed: {exc.strerror or exc}") from exc
 
-    def commit(self, store: VersionedStore) -> Increment:
+    def commit(self, store: VersionedStore, version: int | None = None) -> Increment:
         """Commit the store's open transaction, writing its increment here before the store changes."""
-        return store.commit(before_local_write=self.write_increment)
+        return store.commit(version, before_local_write=self.write_increment)
 
     def write_snapshot(self, store: VersionedStore) -> SnapshotManifest:
         """Snapshot the store's committed version here (a no-op returning the manifest if one exists)."""

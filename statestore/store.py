@@ -365,13 +365,19 @@ class VersionedStore:
             count += (op != _DELETE) - (before is not None)
         return count
 
-    def commit(self, before_local_write: Callable[[Increment], None] | None = None) -> Increment:
-        """Make the open transaction the next version and return its increment.
+    def commit(
+        self, version: int | None = None, before_local_write: Callable[[Increment], None] | None = None
+    ) -> Increment:
+        """Make the open transaction version `version` (default: the next one) and return its increment.
+
+        A `version` other than the committed version plus one raises VersionMismatchError.
 
         `before_local_write(increment)` runs before anything is written locally (the checkpoint location
         writes the increment durably there); if it raises, nothing changes and the transaction stays
         open. Raises StoreWriteError if the local write fails; the store then stays at its last version.
         """
+        if version is not None and version != self._version + 1:
+            raise VersionMismatchError(self.store_id, version - 1, self._version, f"committing version {version}")
         increment = Increment(self.store_id, self._version + 1, self._version)
         table: dict[str, int] = {}
 

@@ -164,3 +164,10 @@ def test_apply_handles_any_record_sequence_in_order(store: VersionedStore) -> No
     assert store.get(b"k", "cf") == b"ab"  # the drop wiped "old-lost"
     assert store.get(b"m") == b"pqr"
     assert store.count("cf") == 1 and store.count() == 1
+
+
+def test_commit_of_an_explicit_version_must_be_the_next_one(store: VersionedStore) -> None:
+    store.put(b"k", b"v")
+    with pytest.raises(VersionMismatchError, match="committing version 3 needs version 2, store is at version 0"):
+        store.commit(3)
+    assert store.commit(1).version == 1 and store.get(b"k") == b"v"
