@@ -217,18 +217,33 @@ final class CheckpointDir {
     for (long v : l.increments().headSet(base, true)) fs.delete(incrementPath(v), false);
   }
 
-  /** Deletes snapshots above {@code version}: a re-run batch may produce different state for them. */
-  void deleteSnapshotsAbove(long version) throws IOException {
-    for (long s : list().snapshots().tailSet(version, false)) fs.delete(snapshotPath(s), true);
+  /**
+   * Before version {@code version} is rewritten (a re-run batch): delete the abandoned history, snapshots at
+   * or above it and increments above it, newest first, as the Python engine does.
+   */
+  void supersedeFrom(long version) throws IOException {
+    List<Path> stale = new ArrayList<>();
     FileStatus[] sts;
     try {
       sts = fs.listStatus(dir);
     } catch (FileNotFoundException e) {
       return;
     }
+    TreeSet<Long> snaps = new TreeSet<>();
+    TreeSet<Long> incs = new TreeSet<>();
     for (FileStatus st : sts) {
       Long v = parseVersion(st.getPath().getName(), SNAPSHOT);
-      if (v != null && v > version) fs.delete(st.getPath(), true);
+      if (v != null && v >= version) snaps.add(v);
+      v = parseVersion(st.getPath().getName(), INCREMENT);
+      if (v != null && v > version) incs.add(v);
     }
+    TreeSet<Long> all = new TreeSet<>(snaps);
+    all.addAll(incs);
+    for (long v : all.descendingSet()) {
+      if (snaps.contains(v)) stale.add(snapshotPath(v));
+      if (incs.contains(v)) stale.add(incrementPath(v));
+    }
+    for (Path p : stale) fs.delete(p, true);
   }
+
 }

@@ -191,7 +191,7 @@ public final class StatestoreProvider implements StateStoreProvider {
     try {
       Increment inc = store.commit();
       if (staleAbove != Long.MAX_VALUE) {
-        checkpoint.deleteSnapshotsAbove(staleAbove);
+        checkpoint.supersedeFrom(inc.version);
         staleAbove = Long.MAX_VALUE;
       }
       byte[] bytes = IncrementCodec.encode(inc, settings.zstdLevel);

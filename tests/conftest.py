@@ -1,0 +1,143 @@
+"""Shared fixtures for the Spark provider tests: one SparkSession per module and a query runner that
+feeds a file source one file per micro-batch, stops, and restarts from the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def make_spark(master: str = "local[2]", app: str = "statestore-tests", **settings: object) -> Any:
+    """A SparkSession on our provider (providers can be switched per query with `use_provider`)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import spark_provider
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.streaming.stateStore.maintenanceInterval", "2s")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.memory", "1g")
+    )
+    session = spark_provider.enable(builder, **settings).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession for the whole test module, stopped at its end."""
+    session = make_spark()
+    yield session
+    session.stop()
+
+
+def use_provider(spark: Any, provider: str) -> None:
+    """Make queries started from now on keep their state in `provider` ("statestore" or a class name)."""
+    from spark_provider.settings import PROVIDER_CLASS
+
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass",
+                   PROVIDER_CLASS if provider == "statestore" else provider)
+
+
+@dataclass
+class StreamRun:
+    """A streaming query over JSON file sources fed one file per micro-batch, restartable.
+
+    `build(spark, streams)` gets one streaming DataFrame per source name and returns the query's
+    DataFrame; `start_query` then writes it with foreachBatch so every batch's output is recorded.
+    """
+
+    spark: Any
+    root: Path
+    schemas: dict[str, str]
+    build: Callable[[Any, dict[str, Any]], Any]
+    output_mode: str
+    provider: str
+    outputs: list[tuple[int, list[tuple]]] = field(default_factory=list)
+    fed: int = 0
+
+    def feed(self, batches: list[dict[str, list[dict]]]) -> None:
+        """Write one file per source for each batch (a source absent from a batch gets an empty file)."""
+        for batch in batches:
+            for name in self.schemas:
+                folder = self.root / "in" / name
+                folder.mkdir(parents=True, exist_ok=True)
+                tmp = folder / f".b{self.fed:04d}.json.tmp"
+                tmp.write_text("".join(json.dumps(r) + "\n" for r in batch.get(name, [])))
+                target = folder / f"b{self.fed:04d}.json"
+                tmp.rename(target)
+                # the file source orders files by modification time: make it the feeding order
+                os.utime(target, (1_700_000_000 + self.fed, 1_700_000_000 + self.fed))
+            self.fed += 1
+
+    def run(self) -> None:
+        """Start the query from its checkpoint and process every file fed so far, then stop."""
+        use_provider(self.spark, self.provider)
+        streams = {
+            name: self.spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+            .json(str(self.root / "in" / name))
+            for name, schema in self.schemas.items()
+        }
+        df = self.build(self.spark, streams)
+
+        def record(batch_df: Any, batch_id: int) -> None:
+            rows = sorted((tuple(r) for r in batch_df.collect()), key=repr)
+            self.outputs.append((batch_id, rows))
+
+        query = (df.writeStream.outputMode(self.output_mode).foreachBatch(record)
+                 .option("checkpointLocation", str(self.root / "checkpoint"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise query.exception()
+
+    def results(self) -> list[tuple[int, list[tuple]]]:
+        """Every non-empty batch output, by batch id (a re-run batch keeps its last output)."""
+        by_batch = dict(self.outputs)
+        return [(b, rows) for b, rows in sorted(by_batch.items()) if rows]
+
+
+def run_with_restart(spark: Any, root: Path, provider: str, schemas: dict[str, str],
+                     build: Callable[[Any, dict[str, Any]], Any], output_mode: str,
+                     batches: list[dict[str, list[dict]]], restart_after: int) -> list[tuple[int, list[tuple]]]:
+    """Run the query over `batches[:restart_after]`, stop, feed the rest, restart; return its outputs."""
+    run = StreamRun(spark, root / provider.rsplit(".", 1)[-1], schemas, build, output_mode, provider)
+    run.feed(batches[:restart_after])
+    run.run()
+    run.feed(batches[restart_after:])
+    run.run()
+    return run.results()
+
+
+@pytest.fixture
+def equivalence(spark: Any, tmp_path: Path) -> Callable[..., list[tuple[int, list[tuple]]]]:
+    """Runs a query with a restart on our provider and on Spark's RocksDB provider, asserts identical
+    per-batch outputs, and returns ours."""
+
+    def check(schemas: dict[str, str], build: Callable[[Any, dict[str, Any]], Any], output_mode: str,
+              batches: list[dict[str, list[dict]]], restart_after: int) -> list[tuple[int, list[tuple]]]:
+        ours = run_with_restart(spark, tmp_path, "statestore", schemas, build, output_mode, batches,
+                                restart_after)
+        theirs = run_with_restart(spark, tmp_path, SPARK_ROCKSDB, schemas, build, output_mode, batches,
+                                  restart_after)
+        assert theirs, "the reference run produced no output: the test input exercises nothing"
+        assert ours == theirs
+        assert any(b >= restart_after for b, _ in ours), "no output after the restart"
+        return ours
+
+    return check
