@@ -1,0 +1,128 @@
+from statestore.rpc import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class NodeRef(_message.Message):
+    __slots__ = ("node_id", "address")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class RegisterRequest(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: NodeRef
+    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ...) -> None: ...
+
+class RegisterReply(_message.Message):
+    __slots__ = ("replication_factor", "heartbeat_interval_seconds")
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    replication_factor: int
+    heartbeat_interval_seconds: float
+    def __init__(self, replication_factor: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[float] = ...) -> None: ...
+
+class ReplicaProgress(_message.Message):
+    __slots__ = ("node_id", "acked_version", "lag_bytes")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ACKED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LAG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    acked_version: int
+    lag_bytes: int
+    def __init__(self, node_id: _Optional[str] = ..., acked_version: _Optional[int] = ..., lag_bytes: _Optional[int] = ...) -> None: ...
+
+class PrimaryReport(_message.Message):
+    __slots__ = ("store", "version", "replicas")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    store: _common_pb2.StoreRef
+    version: int
+    replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("node", "primaries", "replicas_held")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    PRIMARIES_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_HELD_FIELD_NUMBER: _ClassVar[int]
+    node: NodeRef
+    primaries: _containers.RepeatedCompositeFieldContainer[PrimaryReport]
+    replicas_held: _containers.RepeatedCompositeFieldContainer[_common_pb2.VersionHeld]
+    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., primaries: _Optional[_Iterable[_Union[PrimaryReport, _Mapping]]] = ..., replicas_held: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ...) -> None: ...
+
+class ReplicaGroup(_message.Message):
+    __slots__ = ("store", "primary_node", "replicas")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_NODE_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    store: _common_pb2.StoreRef
+    primary_node: str
+    replicas: _containers.RepeatedCompositeFieldContainer[NodeRef]
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[NodeRef, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatReply(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[ReplicaGroup]
+    def __init__(self, groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NodeStatus(_message.Message):
+    __slots__ = ("node", "alive", "seconds_since_heartbeat", "primaries", "replicas")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_SINCE_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    PRIMARIES_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    node: NodeRef
+    alive: bool
+    seconds_since_heartbeat: float
+    primaries: int
+    replicas: int
+    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., alive: _Optional[bool] = ..., seconds_since_heartbeat: _Optional[float] = ..., primaries: _Optional[int] = ..., replicas: _Optional[int] = ...) -> None: ...
+
+class ReplicaStatus(_message.Message):
+    __slots__ = ("node_id", "version_held", "lag_versions", "lag_bytes")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_HELD_FIELD_NUMBER: _ClassVar[int]
+    LAG_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    LAG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    version_held: int
+    lag_versions: int
+    lag_bytes: int
+    def __init__(self, node_id: _Optional[str] = ..., version_held: _Optional[int] = ..., lag_versions: _Optional[int] = ..., lag_bytes: _Optional[int] = ...) -> None: ...
+
+class PartitionStatus(_message.Message):
+    __slots__ = ("store", "primary_node", "primary_version", "replicas")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_NODE_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    store: _common_pb2.StoreRef
+    primary_node: str
+    primary_version: int
+    replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., primary_version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ...) -> None: ...
+
+class StatusReply(_message.Message):
+    __slots__ = ("replication_factor", "nodes", "partitions")
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    replication_factor: int
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeStatus]
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionStatus]
+    def __init__(self, replication_factor: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[PartitionStatus, _Mapping]]] = ...) -> None: ...
