@@ -7,9 +7,6 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-import pytest
-
-
 BATCHES = 6
 RESTART_AFTER = 3
 EVENTS = "id long, k string, v long, ts timestamp"

@@ -13,20 +13,23 @@ import java.util.stream.Stream;
  * close(), so the first use in a JVM deletes the directories of JVMs that are gone.
  */
 final class LocalDirs {
-  private static File jvmDir;
+  private static final java.util.Map<String, File> JVM_DIRS = new java.util.HashMap<>();
 
   private LocalDirs() {}
 
+  /** This JVM's directory under {@code localRoot}; the first call for a root cleans that root. */
   static synchronized File jvmDir(String localRoot) throws IOException {
-    if (jvmDir == null) {
+    File dir = JVM_DIRS.get(localRoot);
+    if (dir == null) {
       File root = new File(localRoot);
       root.mkdirs();
       cleanStale(root);
-      jvmDir = new File(root, ProcessHandle.current().pid() + "-" + UUID.randomUUID());
-      if (!jvmDir.mkdirs()) throw new IOException("Cannot create local directory " + jvmDir);
-      jvmDir.deleteOnExit();
+      dir = new File(root, ProcessHandle.current().pid() + "-" + UUID.randomUUID());
+      if (!dir.mkdirs()) throw new IOException("Cannot create local directory " + dir);
+      dir.deleteOnExit();
+      JVM_DIRS.put(localRoot, dir);
     }
-    return jvmDir;
+    return dir;
   }
 
   /** Deletes the directories left by JVMs whose process no longer runs. */
@@ -43,10 +46,8 @@ final class LocalDirs {
       } catch (NumberFormatException e) {
         continue;
       }
-      if (pid != ProcessHandle.current().pid() && ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
-        continue;
-      }
       if (pid == ProcessHandle.current().pid()) continue;
+      if (ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) continue;
       deleteRecursively(child);
     }
   }
