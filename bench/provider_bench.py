@@ -1,0 +1,215 @@
+"""Benchmark: one stateful aggregation, same input, four state store providers in the same run.
+
+    python bench/provider_bench.py [--quick] --out FILE.json
+
+Providers: ours (`statestore`), Spark's RocksDB with changelog checkpointing (`rocksdb_changelog`, the
+peer to beat), Spark's RocksDB (`rocksdb`) and Spark's HDFS-backed one (`hdfs`). Writes
+{"providers": {NAME: {"batch_ms_median", "commit_ms_median", "checkpoint_bytes"}}, "results_match": bool},
+prints a table with ratios to `rocksdb_changelog`, and writes a PNG next to the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from spark_provider.settings import PROVIDER_CLASS, SPARK_HDFS_PROVIDER, SPARK_ROCKSDB_PROVIDER  # noqa: E402
+
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+PROVIDERS: dict[str, tuple[str, bool]] = {
+    "statestore": (PROVIDER_CLASS, False),
+    "rocksdb_changelog": (SPARK_ROCKSDB_PROVIDER, True),
+    "rocksdb": (SPARK_ROCKSDB_PROVIDER, False),
+    "hdfs": (SPARK_HDFS_PROVIDER, False),
+}
+BASELINE = "rocksdb_changelog"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The input: `batches` files of `rows_per_batch` rows over `distinct_keys` keys."""
+
+    batches: int
+    rows_per_batch: int
+    distinct_keys: int
+
+
+FULL = Workload(batches=10, rows_per_batch=200_000, distinct_keys=1_000_000)
+QUICK = Workload(batches=6, rows_per_batch=20_000, distinct_keys=60_000)
+
+
+def write_input(folder: Path, w: Workload) -> None:
+    """Parquet files, one per micro-batch, keys spread so that the state grows to ~distinct_keys."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(42)
+    for b in range(w.batches):
+        # each batch brings new keys and revisits old ones
+        fresh = np.arange(b * w.rows_per_batch, (b + 1) * w.rows_per_batch) % w.distinct_keys
+        revisit = rng.integers(0, max(1, (b + 1) * w.rows_per_batch), size=w.rows_per_batch) % w.distinct_keys
+        keys = np.where(rng.random(w.rows_per_batch) < 0.7, fresh, revisit)
+        table = pa.table({"k": keys.astype("int64"), "v": rng.integers(0, 1000, size=w.rows_per_batch)})
+        path = folder / f"b{b:04d}.parquet"
+        pq.write_table(table, path)
+        os.utime(path, (1_700_000_000 + b, 1_700_000_000 + b))
+
+
+def dir_bytes(path: Path) -> int:
+    """Total size of the files under `path`."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def run_provider(spark: Any, name: str, input_dir: Path, work: Path, expected_batches: int,
+                 verbose: bool = True) -> tuple[dict[str, float], list[tuple[int, int, int]]]:
+    """Runs the query to the end of the input on provider `name`; returns figures and per-batch checksums."""
+    from pyspark.sql import functions as F
+
+    provider_class, changelog = PROVIDERS[name]
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", provider_class)
+    spark.conf.set(CHANGELOG, str(changelog).lower())
+    checkpoint = work / f"checkpoint-{name}"
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    digests: list[tuple[int, int, int]] = []
+
+    def digest(df: Any, batch_id: int) -> None:
+        row = df.agg(F.count("*").alias("n"), F.sum(F.xxhash64("k", "s", "c")).alias("h")).collect()[0]
+        digests.append((batch_id, int(row["n"]), int(row["h"] or 0)))
+
+    stream = spark.readStream.schema("k long, v long").option("maxFilesPerTrigger", 1).parquet(str(input_dir))
+    query = (stream.groupBy("k").agg(F.sum("v").alias("s"), F.count("*").alias("c"))
+             .writeStream.outputMode("update").foreachBatch(digest)
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    seen = 0
+    while not query.awaitTermination(0.5):
+        seen = _report(name, query.recentProgress, seen, expected_batches, verbose)
+    _report(name, query.recentProgress, seen, expected_batches, verbose)
+    if query.exception() is not None:
+        raise RuntimeError(f"{name}: {query.exception()}")
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    batch_ms = [p["durationMs"]["triggerExecution"] for p in progress]
+    commit_ms = [p["stateOperators"][0]["commitTimeMs"] for p in progress]
+    figures = {
+        "batch_ms_median": statistics.median(batch_ms),
+        "commit_ms_median": statistics.median(commit_ms),
+        "checkpoint_bytes": dir_bytes(checkpoint / "state"),
+        "batches": len(progress),
+        "state_rows": progress[-1]["stateOperators"][0]["numRowsTotal"],
+    }
+    return figures, sorted(digests)
+
+
+def _report(name: str, progress: list[dict], seen: int, total: int, verbose: bool) -> int:
+    for p in progress[seen:]:
+        if verbose and p["numInputRows"] > 0:
+            op = p["stateOperators"][0]
+            print(f"  {name:18s} batch {p['batchId'] + 1:3d}/{total}: {p['durationMs']['triggerExecution']:6d} ms, "
+                  f"commit {op['commitTimeMs']:5d} ms, state rows {op['numRowsTotal']}", flush=True)
+    return len(progress)
+
+
+def print_table(results: dict[str, dict[str, float]]) -> None:
+    """The figures with ratios to the baseline provider."""
+    base = results[BASELINE]
+    print(f"\n{'provider':18s} {'batch ms':>9s} {'ratio':>6s} {'commit ms':>10s} {'ratio':>6s} "
+          f"{'ckpt bytes':>12s} {'ratio':>6s}")
+    for name, r in results.items():
+        def ratio(key: str, r: dict[str, float] = r) -> str:
+            return f"{r[key] / base[key]:.2f}x" if base[key] else "-"
+
+        print(f"{name:18s} {r['batch_ms_median']:9.0f} {ratio('batch_ms_median'):>6s} "
+              f"{r['commit_ms_median']:10.0f} {ratio('commit_ms_median'):>6s} "
+              f"{r['checkpoint_bytes']:12d} {ratio('checkpoint_bytes'):>6s}")
+
+
+def write_png(results: dict[str, dict[str, float]], path: Path, title: str) -> None:
+    """Bar charts of median batch time, median commit time and checkpoint bytes per provider."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    for ax, key, label in zip(axes, ("batch_ms_median", "commit_ms_median", "checkpoint_bytes"),
+                              ("median batch time (ms)", "median commit time (ms)", "checkpoint bytes"),
+                              strict=True):
+        ax.bar(names, [results[n][key] for n in names],
+               color=["tab:green" if n == "statestore" else "tab:gray" for n in names])
+        ax.set_title(label)
+        ax.tick_params(axis="x", rotation=30)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a small run (a couple of minutes)")
+    parser.add_argument("--out", required=True, help="JSON file to write (a PNG is written next to it)")
+    parser.add_argument("--partitions", type=int, default=2, help="spark.sql.shuffle.partitions")
+    args = parser.parse_args(argv)
+    workload = QUICK if args.quick else FULL
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import spark_provider
+
+    builder = (SparkSession.builder.master("local[2]").appName("provider-bench")
+               .config("spark.sql.shuffle.partitions", str(args.partitions))
+               .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g"))
+    spark = spark_provider.enable(builder).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    work = Path(tempfile.mkdtemp(prefix="provider-bench-"))
+    try:
+        print(f"writing input: {workload.batches} batches x {workload.rows_per_batch} rows, "
+              f"{workload.distinct_keys} key space", flush=True)
+        write_input(work / "input", workload)
+        warm = Workload(batches=2, rows_per_batch=2_000, distinct_keys=3_000)
+        write_input(work / "warmup", warm)
+        print("warming up the JVM on every provider ...", flush=True)
+        for name in PROVIDERS:
+            run_provider(spark, name, work / "warmup", work / "warm", warm.batches, verbose=False)
+        results: dict[str, dict[str, float]] = {}
+        digests: dict[str, list] = {}
+        for name in PROVIDERS:
+            print(f"running {name} ...", flush=True)
+            started = time.time()
+            results[name], digests[name] = run_provider(spark, name, work / "input", work, workload.batches)
+            print(f"  {name} done in {time.time() - started:.1f}s", flush=True)
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    reference = digests[BASELINE]
+    match = all(d == reference for d in digests.values())
+    print_table(results)
+    print(f"\nresults match across providers: {match}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"providers": results, "results_match": match, "workload": workload.__dict__},
+                              indent=2))
+    png = out.with_suffix(".png")
+    write_png(results, png, f"stateful aggregation, {workload.batches} x {workload.rows_per_batch} rows")
+    print(f"wrote {out} and {png}")
+    return 0 if match else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
