@@ -11,6 +11,9 @@ COMMAND_MODULES = (
     "statestore.demo",
     "statestore.engine_demo",
     "statestore.protogen",
+    "statestore.node.cli",
+    "statestore.controller.cli",
+    "statestore.controller.status_cli",
     "spark_provider.cli",
 )
 

@@ -1,0 +1,27 @@
+"""`statestore controller`: run the controller as a process (settings in docs/node.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+from statestore.node.logs import configure_logging
+
+
+def add_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register `statestore controller`."""
+    parser = subparsers.add_parser("controller", help="run the controller (membership, replica groups, status)")
+    parser.add_argument("--listen", required=True, metavar="HOST:PORT")
+    parser.add_argument("--replication-factor", "-q", type=int, default=1, help="replicas per partition (default 1)")
+    parser.add_argument(
+        "--dead-after", type=float, default=3.0, metavar="SECONDS", help="silence before a node is dead"
+    )
+    parser.add_argument("--heartbeat-interval", type=float, default=0.5, metavar="SECONDS")
+    parser.add_argument("--log-level", default="INFO")
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from statestore.controller.server import Controller, run_controller
+
+    configure_logging(args.log_level)
+    return run_controller(Controller(args.listen, args.replication_factor, args.dead_after, args.heartbeat_interval))

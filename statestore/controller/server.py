@@ -1,0 +1,84 @@
+"""The controller: in-process (`Controller`, as `spark_provider.enable` will start it) or as a process."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from statestore.controller.membership import Membership
+from statestore.controller.service import ControlService
+from statestore.node.logs import log_event
+from statestore.node.server import NodeStartupError, check_port_free
+from statestore.rpc import control_pb2_grpc
+
+_log = logging.getLogger("statestore.controller")
+
+
+class Controller:
+    """The Control gRPC server with its membership."""
+
+    def __init__(
+        self, listen: str, replication_factor: int = 1, dead_after: float = 3.0, heartbeat_interval: float = 0.5
+    ) -> None:
+        self.listen = listen
+        self.replication_factor = replication_factor
+        self.membership = Membership(dead_after)
+        self._service = ControlService(self.membership, replication_factor, heartbeat_interval)
+        self._server: grpc.Server | None = None
+        self.port = 0
+
+    def start(self) -> int:
+        """Serve; returns the bound port (useful with port 0). Raises NodeStartupError if it cannot listen."""
+        if not self.listen.endswith(":0"):
+            check_port_free(self.listen)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.so_reuseport", 0)])
+        control_pb2_grpc.add_ControlServicer_to_server(self._service, server)
+        health_servicer = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        try:
+            self.port = server.add_insecure_port(self.listen)
+        except RuntimeError as exc:
+            raise NodeStartupError(f"cannot listen on {self.listen}: {exc}") from exc
+        server.start()
+        health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        health_servicer.set("statestore.rpc.Control", health_pb2.HealthCheckResponse.SERVING)
+        self._server = server
+        log_event(
+            _log,
+            "listening",
+            address=self.listen,
+            port=self.port,
+            replication_factor=self.replication_factor,
+            dead_after=self.membership.dead_after,
+        )
+        return self.port
+
+    def stop(self, grace: float = 2.0) -> None:
+        """Stop serving."""
+        if self._server is not None:
+            self._server.stop(grace).wait()
+            self._server = None
+            log_event(_log, "stopped")
+
+
+def run_controller(controller: Controller) -> int:
+    """Run until SIGTERM or SIGINT; returns the exit code."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        controller.start()
+    except NodeStartupError as exc:
+        log_event(_log, "startup_failed", logging.ERROR, error=str(exc))
+        print(f"statestore controller: error: {exc}", file=sys.stderr)
+        return 2
+    while not stop.wait(1.0):
+        pass
+    controller.stop()
+    return 0

@@ -1,0 +1,48 @@
+"""The Control gRPC service: register, heartbeat (answered with replica groups) and status."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from statestore.controller.membership import Membership
+from statestore.controller.status import build_status, replica_groups_of
+from statestore.node.logs import log_event
+from statestore.rpc import control_pb2, control_pb2_grpc
+
+_log = logging.getLogger("statestore.controller")
+
+
+class ControlService(control_pb2_grpc.ControlServicer):
+    """Membership and status for nodes and the `statestore status` command."""
+
+    def __init__(self, membership: Membership, replication_factor: int, heartbeat_interval: float) -> None:
+        self._membership = membership
+        self._q = replication_factor
+        self._heartbeat_interval = heartbeat_interval
+
+    def Register(
+        self, request: control_pb2.RegisterRequest, context: grpc.ServicerContext
+    ) -> control_pb2.RegisterReply:
+        """A node joins."""
+        if not request.node.node_id or not request.node.address:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "node.node_id and node.address are required")
+        self._membership.register(request.node)
+        log_event(_log, "node_registered", node=request.node.node_id, address=request.node.address)
+        return control_pb2.RegisterReply(
+            replication_factor=self._q, heartbeat_interval_seconds=self._heartbeat_interval
+        )
+
+    def Heartbeat(
+        self, request: control_pb2.HeartbeatRequest, context: grpc.ServicerContext
+    ) -> control_pb2.HeartbeatReply:
+        """Record the node's report; answer with its primary partitions' replica groups."""
+        if not request.node.node_id:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "node.node_id is required")
+        self._membership.heartbeat(request)
+        return control_pb2.HeartbeatReply(groups=replica_groups_of(self._membership, request.node.node_id, self._q))
+
+    def Status(self, request: control_pb2.StatusRequest, context: grpc.ServicerContext) -> control_pb2.StatusReply:
+        """Nodes, partitions, replica groups, versions held and lag."""
+        return build_status(self._membership, self._q)

@@ -1,0 +1,109 @@
+"""The cluster's status: nodes, partitions, replica groups, versions held and lag; and its table form."""
+
+from __future__ import annotations
+
+from statestore.controller.membership import Membership
+from statestore.controller.replica_groups import choose_replica_group
+from statestore.rpc import control_pb2
+
+
+def replica_groups_of(membership: Membership, primary_node: str, q: int) -> list[control_pb2.ReplicaGroup]:
+    """The replica group of every partition whose primary is `primary_node`."""
+    live = membership.live_node_ids()
+    groups = []
+    for partition in membership.partitions():
+        if partition.primary != primary_node:
+            continue
+        members = choose_replica_group(partition.store.store_id, primary_node, live, q)
+        refs = []
+        for node_id in members:
+            record = membership.node(node_id)
+            if record is not None:
+                refs.append(control_pb2.NodeRef(node_id=node_id, address=record.address))
+        groups.append(control_pb2.ReplicaGroup(store=partition.store, primary_node=primary_node, replicas=refs))
+    return groups
+
+
+def build_status(membership: Membership, q: int) -> control_pb2.StatusReply:
+    """The Status answer."""
+    reply = control_pb2.StatusReply(replication_factor=q)
+    records = membership.nodes()
+    for record in records:
+        reply.nodes.append(
+            control_pb2.NodeStatus(
+                node=control_pb2.NodeRef(node_id=record.node_id, address=record.address),
+                alive=membership.is_alive(record),
+                seconds_since_heartbeat=membership.seconds_since(record),
+                primaries=len(record.primaries),
+                replicas=len(record.replicas_held),
+            )
+        )
+    live = membership.live_node_ids()
+    by_id = {r.node_id: r for r in records}
+    for partition in membership.partitions():
+        store_id = partition.store.store_id
+        report = partition.report
+        acked = {p.node_id: p for p in report.replicas}
+        status = control_pb2.PartitionStatus(
+            store=partition.store, primary_node=partition.primary, primary_version=report.version
+        )
+        for node_id in choose_replica_group(store_id, partition.primary, live, q):
+            record = by_id.get(node_id)
+            held = record.replicas_held.get(store_id, 0) if record else 0
+            progress = acked.get(node_id)
+            if progress is not None:
+                held = max(held, progress.acked_version)
+            lag_bytes = progress.lag_bytes if progress is not None and progress.acked_version >= held else 0
+            status.replicas.append(
+                control_pb2.ReplicaStatus(
+                    node_id=node_id,
+                    version_held=held,
+                    lag_versions=max(report.version - held, 0),
+                    lag_bytes=lag_bytes if held < report.version else 0,
+                )
+            )
+        reply.partitions.append(status)
+    return reply
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def format_status(reply: control_pb2.StatusReply) -> str:
+    """The status as two plain-text tables: nodes, then partitions with one row per replica."""
+    nodes = [
+        [
+            n.node.node_id,
+            n.node.address,
+            "alive" if n.alive else "dead",
+            f"{n.seconds_since_heartbeat:.1f}s",
+            str(n.primaries),
+            str(n.replicas),
+        ]
+        for n in reply.nodes
+    ]
+    partitions = []
+    for p in reply.partitions:
+        replicas = list(p.replicas) or [None]
+        for r in replicas:
+            partitions.append(
+                [
+                    p.store.store_id,
+                    p.primary_node,
+                    str(p.primary_version),
+                    r.node_id if r else "-",
+                    str(r.version_held) if r else "-",
+                    str(r.lag_versions) if r else "-",
+                    str(r.lag_bytes) if r else "-",
+                ]
+            )
+    return (
+        f"replication factor q={reply.replication_factor}\n\nNODES\n"
+        + _table(["node", "address", "state", "last heartbeat", "primaries", "replicas"], nodes)
+        + "\n\nPARTITIONS\n"
+        + _table(["partition", "primary", "version", "replica", "held", "lag versions", "lag bytes"], partitions)
+    )

@@ -1,0 +1,33 @@
+"""`statestore status`: ask the controller for the cluster's status and print it as tables."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register `statestore status`."""
+    parser = subparsers.add_parser("status", help="nodes, partitions, replica groups, versions held and lag")
+    parser.add_argument("--controller", required=True, metavar="HOST:PORT")
+    parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import grpc
+
+    from statestore.controller.status import format_status
+    from statestore.rpc import control_pb2, control_pb2_grpc
+
+    with grpc.insecure_channel(args.controller) as channel:
+        try:
+            reply = control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=args.timeout)
+        except grpc.RpcError as exc:
+            print(
+                f"statestore status: controller {args.controller} unreachable: {exc.code().name}: {exc.details()}",
+                file=sys.stderr,
+            )
+            return 1
+    print(format_status(reply))
+    return 0

@@ -1,0 +1,51 @@
+"""`statestore node`: run a state node (settings documented in docs/node.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from statestore.node.logs import configure_logging
+from statestore.node.settings import MIB, NodeSettings
+
+
+def add_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register `statestore node`."""
+    parser = subparsers.add_parser("node", help="run a state node (replicas, shipping, catch-up)")
+    parser.add_argument("--listen", required=True, metavar="HOST:PORT", help="address of the node's gRPC server")
+    parser.add_argument("--data-dir", required=True, type=Path, metavar="DIR", help="where replicas are kept")
+    parser.add_argument("--controller", metavar="HOST:PORT", help="the controller's address")
+    parser.add_argument("--node-id", default="", help="identity in the membership (default: the advertised address)")
+    parser.add_argument("--advertise", default="", metavar="HOST:PORT", help="address peers use (default: --listen)")
+    parser.add_argument("--heartbeat-interval", type=float, default=0.5, metavar="SECONDS")
+    parser.add_argument(
+        "--max-in-flight-mb", type=float, default=64, help="unacked bytes per replica before ship waits"
+    )
+    parser.add_argument("--backpressure-timeout", type=float, default=1.0, metavar="SECONDS")
+    parser.add_argument("--retry-max-backoff", type=float, default=2.0, metavar="SECONDS")
+    parser.add_argument("--sync-timeout", type=float, default=10.0, metavar="SECONDS")
+    parser.add_argument("--bootstrap-min-gap", type=int, default=16, metavar="VERSIONS")
+    parser.add_argument("--bootstrap-mb-per-second", type=float, default=64)
+    parser.add_argument("--log-level", default="INFO")
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from statestore.node.server import run_node  # grpc and rocksdict load only for this command
+
+    configure_logging(args.log_level)
+    settings = NodeSettings(
+        listen=args.listen,
+        data_dir=args.data_dir,
+        controller=args.controller,
+        node_id=args.node_id,
+        advertise=args.advertise,
+        heartbeat_interval=args.heartbeat_interval,
+        max_in_flight_bytes=int(args.max_in_flight_mb * MIB),
+        backpressure_timeout=args.backpressure_timeout,
+        sync_timeout=args.sync_timeout,
+        retry_max_backoff=args.retry_max_backoff,
+        bootstrap_min_gap=args.bootstrap_min_gap,
+        bootstrap_bytes_per_second=int(args.bootstrap_mb_per_second * MIB),
+    )
+    return run_node(settings)

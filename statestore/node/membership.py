@@ -1,0 +1,98 @@
+"""The node's side of membership: register with the controller, then heartbeat.
+
+Each heartbeat reports the partitions this node is primary of (with its replicas' acked versions and
+lag) and the replicas it holds; the reply brings back the replica group of each primary partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import grpc
+
+from statestore.node.logs import log_event
+from statestore.node.settings import NodeSettings
+from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
+
+_log = logging.getLogger("statestore.node.membership")
+
+
+class Heartbeater:
+    """Keeps this node registered and its replica groups current, on a background thread."""
+
+    def __init__(
+        self,
+        settings: NodeSettings,
+        primaries: Callable[[], list[control_pb2.PrimaryReport]],
+        replicas_held: Callable[[], list[common_pb2.VersionHeld]],
+        on_groups: Callable[[list[control_pb2.ReplicaGroup]], None],
+    ) -> None:
+        self._settings = settings
+        self._primaries = primaries
+        self._replicas_held = replicas_held
+        self._on_groups = on_groups
+        self._node = control_pb2.NodeRef(node_id=settings.identity, address=settings.address)
+        self._channel = grpc.insecure_channel(settings.controller) if settings.controller else None
+        self._stub = control_pb2_grpc.ControlStub(self._channel) if self._channel else None
+        self._stop = threading.Event()
+        self._beat_lock = threading.Lock()
+        self._failures = 0
+        self._registered = False
+        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+
+    def start(self) -> None:
+        """Register (a failure is logged and retried) and start heartbeating."""
+        if self._stub is None:
+            log_event(_log, "no_controller", logging.WARNING, note="replica groups stay empty without a controller")
+            return
+        self._thread.start()
+
+    def beat(self) -> bool:
+        """One heartbeat now (registering first if needed); returns whether the controller answered."""
+        if self._stub is None:
+            return False
+        with self._beat_lock:
+            try:
+                if not self._registered:
+                    self._stub.Register(control_pb2.RegisterRequest(node=self._node), timeout=2.0)
+                    self._registered = True
+                    log_event(_log, "registered", controller=self._settings.controller, node=self._node.node_id)
+                reply = self._stub.Heartbeat(
+                    control_pb2.HeartbeatRequest(
+                        node=self._node, primaries=self._primaries(), replicas_held=self._replicas_held()
+                    ),
+                    timeout=2.0,
+                )
+            except grpc.RpcError as exc:
+                self._failures += 1
+                if self._failures == 1 or self._failures % 20 == 0:
+                    log_event(
+                        _log,
+                        "controller_unreachable",
+                        logging.ERROR,
+                        controller=self._settings.controller,
+                        code=exc.code().name,
+                        detail=exc.details(),
+                        attempts=self._failures,
+                    )
+                return False
+            if self._failures:
+                log_event(_log, "controller_reachable", controller=self._settings.controller, after=self._failures)
+            self._failures = 0
+        self._on_groups(list(reply.groups))
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.beat()
+            self._stop.wait(self._settings.heartbeat_interval)
+
+    def stop(self) -> None:
+        """Stop heartbeating."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        if self._channel is not None:
+            self._channel.close()

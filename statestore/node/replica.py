@@ -1,0 +1,323 @@
+"""Replicas: a node's copies of other nodes' partitions, fed increments strictly in version order.
+
+A replica verifies every increment on arrival (decode_increment checks format and checksum), applies
+it with the engine in one atomic batch, buffers (bounded) the ones that arrive ahead of a gap, fills
+the gap from the primary's node or else the checkpoint location, and bootstraps from a snapshot when it
+is new and far behind. Duplicates change nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import logging
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import grpc
+
+from statestore.errors import CorruptFileError, StateStoreError
+from statestore.increment import Increment, decode_increment
+from statestore.node.bootstrap import receive_snapshot
+from statestore.node.catch_up import pull_from_node, read_from_checkpoint_location
+from statestore.node.logs import log_event
+from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
+from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
+from statestore.store import VersionedStore
+
+_log = logging.getLogger("statestore.node.replica")
+_DB_DIR = "db"
+_REF_FILE = "store.json"
+
+
+class Outcome(enum.Enum):
+    """What receiving one increment did (mirrors AckStatus of replication.proto)."""
+
+    APPLIED = replication_pb2.ACK_APPLIED
+    DUPLICATE = replication_pb2.ACK_DUPLICATE
+    BUFFERED = replication_pb2.ACK_BUFFERED
+    REJECTED_CORRUPT = replication_pb2.ACK_REJECTED_CORRUPT
+    FAILED = replication_pb2.ACK_FAILED
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """The answer to one shipped increment: its outcome and the version now held."""
+
+    outcome: Outcome
+    held: int
+    detail: str = ""
+
+
+class Replica:
+    """One partition's replica: a VersionedStore under the node's data dir plus a reorder buffer."""
+
+    def __init__(self, directory: Path, store: common_pb2.StoreRef, settings: NodeSettings) -> None:
+        self.directory = directory
+        self.ref = common_pb2.StoreRef()
+        self.ref.CopyFrom(store)
+        self._settings = settings
+        self._lock = threading.RLock()
+        self._buffer: dict[int, Increment] = {}
+        self._buffer_bytes: dict[int, int] = {}
+        self._store = VersionedStore.open(directory / _DB_DIR, store.store_id, settings.store_options())
+
+    @property
+    def store_id(self) -> str:
+        """The partition's store identity."""
+        return self.ref.store_id
+
+    @property
+    def version(self) -> int:
+        """The version held."""
+        return self._store.version
+
+    def remember_checkpoint_dir(self, checkpoint_dir: str) -> None:
+        """Keep the partition's checkpoint location (the last-resort source of increments) up to date."""
+        if checkpoint_dir and checkpoint_dir != self.ref.checkpoint_dir:
+            self.ref.checkpoint_dir = checkpoint_dir
+            _write_ref(self.directory, self.ref)
+
+    # ----------------------------------------------------------------- receiving increments
+
+    def receive(self, blob: common_pb2.IncrementBlob, primary_address: str) -> Receipt:
+        """Handle one shipped increment: apply, buffer, or reject it, filling gaps as needed."""
+        with self._lock:
+            try:
+                increment = decode_increment(
+                    blob.data, f"increment {blob.version} of {self.store_id} from {primary_address}"
+                )
+            except CorruptFileError as exc:
+                log_event(
+                    _log,
+                    "increment_rejected",
+                    logging.WARNING,
+                    store=self.store_id,
+                    version=blob.version,
+                    primary=primary_address,
+                    error=exc.problem,
+                )
+                self._fill(blob.version, primary_address)  # fetch it again from a sound source
+                return Receipt(Outcome.REJECTED_CORRUPT, self.version, exc.problem)
+            try:
+                return self._receive_verified(increment, primary_address)
+            except StateStoreError as exc:
+                log_event(
+                    _log, "apply_failed", logging.ERROR, store=self.store_id, version=increment.version, error=str(exc)
+                )
+                return Receipt(Outcome.FAILED, self.version, str(exc))
+
+    def _receive_verified(self, increment: Increment, primary_address: str) -> Receipt:
+        if increment.store_id != self.store_id:
+            return Receipt(Outcome.FAILED, self.version, f"increment of store {increment.store_id!r}")
+        if increment.version <= self.version:
+            return Receipt(Outcome.DUPLICATE, self.version)
+        if increment.base_version == self.version:
+            self._store.apply(increment)
+            self._drain_buffer()
+            return Receipt(Outcome.APPLIED, self.version)
+        self._keep_in_buffer(increment)
+        if self.version == 0 and increment.base_version >= self._settings.bootstrap_min_gap:
+            self._bootstrap(primary_address)
+        self._fill(increment.base_version, primary_address)
+        if self.version >= increment.version:
+            return Receipt(Outcome.APPLIED, self.version)
+        return Receipt(Outcome.BUFFERED, self.version, f"gap: holding {self.version}, lacks {self.version + 1}")
+
+    def _keep_in_buffer(self, increment: Increment) -> None:
+        size = sum(len(k) + len(v) for k, v in zip(increment.keys, increment.values, strict=True))
+        if sum(self._buffer_bytes.values()) + size > self._settings.reorder_buffer_bytes:
+            # The newest can be pulled again later; keeping the oldest fills the gap soonest.
+            log_event(_log, "reorder_buffer_full", logging.WARNING, store=self.store_id, dropped=increment.version)
+            return
+        self._buffer[increment.version] = increment
+        self._buffer_bytes[increment.version] = size
+
+    def _drain_buffer(self) -> None:
+        for version in sorted(self._buffer):
+            if version <= self.version:
+                self._buffer.pop(version)
+                self._buffer_bytes.pop(version)
+            elif version == self.version + 1:
+                self._store.apply(self._buffer.pop(version))
+                self._buffer_bytes.pop(version)
+            else:
+                return
+
+    # ----------------------------------------------------------------- catch-up
+
+    def _fill(self, target: int, primary_address: str) -> None:
+        """Apply the increments up to `target` that this replica lacks, from the primary, else the checkpoint."""
+        if self.version >= target:
+            return
+        start = self.version
+        used: list[str] = []
+        for name in ("primary", "checkpoint_location"):
+            if self.version >= target:
+                break
+            used.append(name)
+            if name == "primary":
+                increments = pull_from_node(
+                    primary_address, self.ref, self.version + 1, target, self._settings.peer_timeout
+                )
+            else:
+                increments = read_from_checkpoint_location(self.ref, self.version + 1, target)
+            with contextlib.closing(increments):
+                for increment in increments:
+                    self._store.apply(increment)
+                    self._drain_buffer()
+                    if self.version >= target:
+                        break
+        log_event(
+            _log,
+            "catch_up",
+            store=self.store_id,
+            from_version=start,
+            to_version=self.version,
+            target=target,
+            sources=used,
+            complete=self.version >= target,
+        )
+        self._drain_buffer()
+
+    def _bootstrap(self, primary_address: str) -> None:
+        """Replace this (empty) replica by a snapshot streamed from the primary's node."""
+        if not primary_address:
+            return
+        staging = self.directory / f".bootstrap-{uuid.uuid4().hex}.tmp"
+        request = replication_pb2.BootstrapRequest(
+            store=self.ref,
+            bytes_per_second=self._settings.bootstrap_bytes_per_second,
+            chunk_bytes=self._settings.bootstrap_chunk_bytes,
+        )
+        log_event(_log, "bootstrap_started", store=self.store_id, peer=primary_address)
+        try:
+            with grpc.insecure_channel(primary_address, options=GRPC_MESSAGE_OPTIONS) as channel:
+                stub = replication_pb2_grpc.ReplicationStub(channel)
+                chunks = stub.Bootstrap(request, timeout=self._settings.peer_timeout * 30)
+                manifest = receive_snapshot(chunks, staging, f"snapshot of {self.store_id} from {primary_address}")
+            if manifest.store_id != self.store_id:
+                raise CorruptFileError(primary_address, f"snapshot of store {manifest.store_id!r}")
+            candidate = VersionedStore.open(staging, self.store_id, self._settings.store_options())
+            if candidate.version != manifest.version:
+                candidate.close()
+                raise CorruptFileError(
+                    primary_address, f"snapshot at version {candidate.version}, manifest says {manifest.version}"
+                )
+            candidate.close()
+        except grpc.RpcError as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            level = logging.INFO if exc.code() == grpc.StatusCode.NOT_FOUND else logging.WARNING
+            log_event(
+                _log,
+                "bootstrap_unavailable",
+                level,
+                store=self.store_id,
+                peer=primary_address,
+                code=exc.code().name,
+                detail=exc.details(),
+            )
+            return
+        except StateStoreError as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            log_event(
+                _log, "bootstrap_failed", logging.WARNING, store=self.store_id, peer=primary_address, error=str(exc)
+            )
+            return
+        self._store.close()
+        shutil.rmtree(self.directory / _DB_DIR)
+        staging.rename(self.directory / _DB_DIR)
+        self._store = VersionedStore.open(self.directory / _DB_DIR, self.store_id, self._settings.store_options())
+        log_event(
+            _log,
+            "bootstrap_done",
+            store=self.store_id,
+            version=self.version,
+            bytes=manifest.total_bytes,
+            peer=primary_address,
+        )
+
+    # ----------------------------------------------------------------- serving and closing
+
+    def locked(self) -> threading.RLock:
+        """The replica's lock: hold it to read `store` while no increment is applied."""
+        return self._lock
+
+    @property
+    def store(self) -> VersionedStore:
+        """The engine store (read it only under `locked()`)."""
+        return self._store
+
+    def close(self) -> None:
+        """Close the store."""
+        with self._lock:
+            self._store.close()
+
+
+def _write_ref(directory: Path, ref: common_pb2.StoreRef) -> None:
+    staging = directory / f".{_REF_FILE}.tmp"
+    staging.write_text(json.dumps({"store_id": ref.store_id, "checkpoint_dir": ref.checkpoint_dir}))
+    staging.replace(directory / _REF_FILE)
+
+
+class ReplicaSet:
+    """Every replica a node holds, one directory each under `<data dir>/replicas/`."""
+
+    def __init__(self, root: Path, settings: NodeSettings) -> None:
+        self.root = root
+        self._settings = settings
+        self._replicas: dict[str, Replica] = {}
+        self._lock = threading.Lock()
+
+    def open_existing(self) -> None:
+        """Reopen the replicas a previous run of this node left in its data dir."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for directory in sorted(self.root.iterdir()):
+            ref_file = directory / _REF_FILE
+            if not ref_file.is_file():
+                continue
+            document = json.loads(ref_file.read_text())
+            ref = common_pb2.StoreRef(store_id=document["store_id"], checkpoint_dir=document["checkpoint_dir"])
+            replica = Replica(directory, ref, self._settings)
+            self._replicas[ref.store_id] = replica
+            log_event(_log, "replica_reopened", store=ref.store_id, version=replica.version)
+
+    def get(self, store_id: str) -> Replica | None:
+        """The replica of `store_id`, if held."""
+        with self._lock:
+            return self._replicas.get(store_id)
+
+    def get_or_create(self, ref: common_pb2.StoreRef) -> Replica:
+        """The replica of `ref`, created empty (version 0) on first use."""
+        with self._lock:
+            replica = self._replicas.get(ref.store_id)
+            if replica is None:
+                directory = self.root / quote(ref.store_id, safe="")
+                directory.mkdir(parents=True, exist_ok=True)
+                _write_ref(directory, ref)
+                replica = self._replicas[ref.store_id] = Replica(directory, ref, self._settings)
+                log_event(_log, "replica_created", store=ref.store_id)
+        replica.remember_checkpoint_dir(ref.checkpoint_dir)
+        return replica
+
+    def held(self) -> list[common_pb2.VersionHeld]:
+        """The version held of every replica."""
+        with self._lock:
+            replicas = list(self._replicas.values())
+        return [common_pb2.VersionHeld(store=r.ref, version=r.version) for r in replicas]
+
+    def close(self) -> None:
+        """Close every replica's store."""
+        with self._lock:
+            replicas = list(self._replicas.values())
+            self._replicas.clear()
+        for replica in replicas:
+            try:
+                replica.close()
+            except StateStoreError as exc:
+                log_event(_log, "close_failed", logging.WARNING, store=replica.store_id, error=str(exc))

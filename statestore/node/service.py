@@ -1,0 +1,136 @@
+"""The node's gRPC servicers: Replication (peers ship, pull, bootstrap) and Primary (the local primary ships)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+
+from statestore.checkpoint_location import CheckpointLocation
+from statestore.errors import StateStoreError
+from statestore.node.bootstrap import stream_snapshot
+from statestore.node.catch_up import increment_bytes_for_pull
+from statestore.node.increment_log import IncrementLog
+from statestore.node.logs import log_event
+from statestore.node.replica import ReplicaSet
+from statestore.node.settings import NodeSettings
+from statestore.node.shipper import Shipper
+from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
+from statestore.snapshot import read_manifest, write_snapshot
+
+_log = logging.getLogger("statestore.node.service")
+
+
+class ReplicationService(replication_pb2_grpc.ReplicationServicer):
+    """What a node serves its peers: a replica's end of Ship, and Pull and Bootstrap for catching up."""
+
+    def __init__(self, settings: NodeSettings, replicas: ReplicaSet, log: IncrementLog, scratch: Path) -> None:
+        self._settings = settings
+        self._replicas = replicas
+        self._log = log
+        self._scratch = scratch
+
+    def Ship(
+        self, request_iterator: Iterator[replication_pb2.ShipRequest], context: grpc.ServicerContext
+    ) -> Iterator[replication_pb2.ShipAck]:
+        """Receive increments and ack, for each, the version held of its partition."""
+        for request in request_iterator:
+            blob = request.increment
+            replica = self._replicas.get_or_create(blob.store)
+            receipt = replica.receive(blob, request.primary_address)
+            yield replication_pb2.ShipAck(
+                held=common_pb2.VersionHeld(store=replica.ref, version=receipt.held),
+                version=blob.version,
+                status=receipt.outcome.value,
+                replica_node=self._settings.identity,
+                detail=receipt.detail,
+            )
+
+    def Pull(
+        self, request: replication_pb2.PullRequest, context: grpc.ServicerContext
+    ) -> Iterator[common_pb2.IncrementBlob]:
+        """Increments from this node's log, else from the partition's checkpoint location, until one is missing."""
+        store = request.store
+        location = CheckpointLocation(store.checkpoint_dir, store.store_id) if store.checkpoint_dir else None
+        for version in range(request.from_version, request.to_version + 1):
+            data = self._log.get(store.store_id, version)
+            if data is None and location is not None:
+                data = increment_bytes_for_pull(location, version)
+            if data is None:
+                log_event(_log, "pull_short", store=store.store_id, missing=version, requested_to=request.to_version)
+                return
+            yield common_pb2.IncrementBlob(store=store, version=version, base_version=version - 1, data=data)
+
+    def Bootstrap(
+        self, request: replication_pb2.BootstrapRequest, context: grpc.ServicerContext
+    ) -> Iterator[replication_pb2.SnapshotChunk]:
+        """A snapshot of the partition: of this node's replica if held, else the checkpoint location's newest."""
+        store = request.store
+        rate = request.bytes_per_second or self._settings.bootstrap_bytes_per_second
+        chunk = request.chunk_bytes or self._settings.bootstrap_chunk_bytes
+        replica = self._replicas.get(store.store_id)
+        if replica is not None and replica.version > 0:
+            staging = Path(tempfile.mkdtemp(prefix=".serve-", dir=self._scratch))
+            try:
+                snapshot_dir = staging / "snapshot"
+                with replica.locked():
+                    manifest = write_snapshot(replica.store, snapshot_dir)
+                log_event(
+                    _log,
+                    "bootstrap_serving",
+                    store=store.store_id,
+                    source="replica",
+                    version=manifest.version,
+                    bytes=manifest.total_bytes,
+                    bytes_per_second=rate,
+                )
+                yield from stream_snapshot(snapshot_dir, manifest, rate, chunk)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+            return
+        location = CheckpointLocation(store.checkpoint_dir, store.store_id) if store.checkpoint_dir else None
+        versions = location.snapshot_versions() if location is not None else []
+        if location is None or not versions:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no snapshot of {store.store_id} on {self._settings.identity}")
+        snapshot_dir = location.snapshot_path(versions[-1])
+        try:
+            manifest = read_manifest(snapshot_dir)
+        except StateStoreError as exc:
+            context.abort(grpc.StatusCode.DATA_LOSS, str(exc))
+        log_event(
+            _log,
+            "bootstrap_serving",
+            store=store.store_id,
+            source="checkpoint_location",
+            version=manifest.version,
+            bytes=manifest.total_bytes,
+            bytes_per_second=rate,
+        )
+        yield from stream_snapshot(snapshot_dir, manifest, rate, chunk)
+
+
+class PrimaryService(replication_pb2_grpc.PrimaryServicer):
+    """The local primary's entry point: hand over a committed increment to be shipped."""
+
+    def __init__(self, shipper: Shipper) -> None:
+        self._shipper = shipper
+
+    def Ship(self, request: replication_pb2.ShipCommand, context: grpc.ServicerContext) -> replication_pb2.ShipResult:
+        """Ship one increment to its replica group; in sync mode wait for one replica's ack."""
+        blob = request.increment
+        if not blob.store.store_id:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "increment.store.store_id is required")
+        try:
+            outcome = self._shipper.ship(blob.store, blob.data, request.sync, request.sync_timeout_seconds)
+        except StateStoreError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"refused increment: {exc}")
+        return replication_pb2.ShipResult(
+            version=outcome.version,
+            replicas=[replication_pb2.ReplicaAck(node_id=n, acked_version=v) for n, v in outcome.acked.items()],
+            synced=outcome.synced,
+            detail=outcome.detail,
+        )

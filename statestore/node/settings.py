@@ -1,0 +1,64 @@
+"""Every setting of a state node, gathered in one typed place (documented in docs/node.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from statestore.options import StoreOptions
+
+MIB = 1024 * 1024
+
+# gRPC options shared by the node's server and its client channels: increments may exceed gRPC's 4 MiB
+# default message size.
+GRPC_MESSAGE_OPTIONS = [
+    ("grpc.max_receive_message_length", 512 * MIB),
+    ("grpc.max_send_message_length", 512 * MIB),
+]
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """How a state node listens, stores, ships, catches up and bootstraps."""
+
+    listen: str
+    data_dir: Path
+    controller: str | None = None
+    # Identity in the controller's membership; defaults to the advertised address.
+    node_id: str = ""
+    # Address peers use to reach this node; defaults to `listen`.
+    advertise: str = ""
+    heartbeat_interval: float = 0.5
+    # Back-pressure: bytes shipped to one replica and not yet acked before `ship` waits.
+    max_in_flight_bytes: int = 64 * MIB
+    # How long `ship` waits for room before dropping that replica's backlog (it then catches up by pulling).
+    backpressure_timeout: float = 1.0
+    retry_initial_backoff: float = 0.05
+    retry_max_backoff: float = 2.0
+    sync_timeout: float = 10.0
+    # Recent increments kept in memory to serve replicas' pulls (and to measure lag in bytes).
+    increment_log_bytes: int = 64 * MIB
+    # Out-of-order increments a replica keeps while it fills a gap.
+    reorder_buffer_bytes: int = 64 * MIB
+    # An empty replica this many versions behind bootstraps from a snapshot instead of pulling increments.
+    bootstrap_min_gap: int = 16
+    bootstrap_bytes_per_second: int = 64 * MIB
+    bootstrap_chunk_bytes: int = 256 * 1024
+    # Deadline of one call to a peer (pull, bootstrap, controller).
+    peer_timeout: float = 10.0
+    store_write_buffer_mb: int = 8
+    store_block_cache_mb: int = 8
+
+    @property
+    def address(self) -> str:
+        """The address peers reach this node at."""
+        return self.advertise or self.listen
+
+    @property
+    def identity(self) -> str:
+        """The node id."""
+        return self.node_id or self.address
+
+    def store_options(self) -> StoreOptions:
+        """RocksDB settings of the replicas (small: a node holds many of them)."""
+        return StoreOptions(write_buffer_mb=self.store_write_buffer_mb, block_cache_mb=self.store_block_cache_mb)

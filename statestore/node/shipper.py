@@ -1,0 +1,347 @@
+"""The shipper: a primary's node streams every committed increment to its partition's replica group.
+
+One ReplicaLink per replica node carries the increments of every partition that node replicates, in
+version order per partition, over one bidirectional Ship stream whose acks report the version held.
+In-flight (unacked) bytes per link are bounded: `ship` waits for room (back-pressure) and, past a
+timeout, drops that link's backlog; the replica then catches up by pulling. Broken streams are retried
+with exponential backoff, re-sending what was not acked.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import grpc
+
+from statestore.errors import CorruptFileError
+from statestore.increment import decode_increment
+from statestore.node.increment_log import IncrementLog
+from statestore.node.logs import log_event
+from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
+from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication_pb2_grpc
+
+_log = logging.getLogger("statestore.node.shipper")
+
+
+@dataclass
+class _Shipment:
+    store: common_pb2.StoreRef
+    version: int
+    data: bytes
+
+
+class ReplicaLink:
+    """The stream from this node to one replica node, with its per-partition acked versions."""
+
+    def __init__(self, node_id: str, address: str, settings: NodeSettings, cond: threading.Condition) -> None:
+        self.node_id = node_id
+        self.address = address
+        self._settings = settings
+        self._cond = cond  # shared with the Shipper: guards every field below and signals acks
+        self._pending: deque[_Shipment] = deque()
+        self._unacked: OrderedDict[tuple[str, int], _Shipment] = OrderedDict()
+        self._acked: dict[str, int] = {}
+        self._in_flight_bytes = 0
+        self._generation = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=f"ship-{address}", daemon=True)
+        self._thread.start()
+
+    # ----------------------------------------------------------------- called with the shared lock held
+
+    def in_flight_bytes(self) -> int:
+        """Bytes enqueued or sent and not yet acked."""
+        return self._in_flight_bytes
+
+    def acked(self, store_id: str) -> int:
+        """The version of `store_id` this replica last acked (0 if none)."""
+        return self._acked.get(store_id, 0)
+
+    def enqueue(self, shipment: _Shipment) -> None:
+        """Queue an increment for this replica."""
+        self._pending.append(shipment)
+        self._in_flight_bytes += len(shipment.data)
+        self._cond.notify_all()
+
+    def drop_backlog(self, store_id: str | None = None) -> int:
+        """Forget queued and unacked increments (of one partition, or all); returns how many."""
+        keep = [s for s in self._pending if store_id is not None and s.store.store_id != store_id]
+        dropped = len(self._pending) - len(keep)
+        self._pending = deque(keep)
+        for key in [k for k in self._unacked if store_id is None or k[0] == store_id]:
+            del self._unacked[key]
+            dropped += 1
+        self._in_flight_bytes = sum(len(s.data) for s in self._pending) + sum(
+            len(s.data) for s in self._unacked.values()
+        )
+        return dropped
+
+    # ----------------------------------------------------------------- the stream
+
+    def close(self) -> None:
+        """Stop the link's thread (within about a backoff step)."""
+        with self._cond:
+            self._closed = True
+            self._generation += 1
+            self._cond.notify_all()
+        self._thread.join(timeout=5)
+
+    def _requests(self, generation: int) -> Iterator[replication_pb2.ShipRequest]:
+        while True:
+            with self._cond:
+                while not self._pending and generation == self._generation:
+                    self._cond.wait(0.5)
+                if generation != self._generation:
+                    return
+                shipment = self._pending.popleft()
+                self._unacked[(shipment.store.store_id, shipment.version)] = shipment
+            yield replication_pb2.ShipRequest(
+                increment=common_pb2.IncrementBlob(
+                    store=shipment.store,
+                    version=shipment.version,
+                    base_version=shipment.version - 1,
+                    data=shipment.data,
+                ),
+                primary_address=self._settings.address,
+            )
+
+    def _on_ack(self, ack: replication_pb2.ShipAck) -> None:
+        store_id = ack.held.store.store_id
+        with self._cond:
+            held = ack.held.version
+            self._acked[store_id] = held  # a replica restarted empty may go back: trust its latest word
+            for key in [k for k in self._unacked if k[0] == store_id and k[1] <= held]:
+                self._in_flight_bytes -= len(self._unacked.pop(key).data)
+            self._cond.notify_all()
+        if ack.status in (replication_pb2.ACK_REJECTED_CORRUPT, replication_pb2.ACK_FAILED):
+            log_event(
+                _log,
+                "replica_refused",
+                logging.WARNING,
+                replica=self.node_id,
+                store=store_id,
+                version=ack.version,
+                status=replication_pb2.AckStatus.Name(ack.status),
+                held=held,
+                detail=ack.detail,
+            )
+
+    def _run(self) -> None:
+        backoff = self._settings.retry_initial_backoff
+        failures = 0
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                # Re-send, in order, whatever the previous stream did not get acked.
+                self._pending.extendleft(reversed(list(self._unacked.values())))
+                self._unacked.clear()
+                self._generation += 1
+                generation = self._generation
+            channel = grpc.insecure_channel(self.address, options=GRPC_MESSAGE_OPTIONS)
+            call = replication_pb2_grpc.ReplicationStub(channel).Ship(self._requests(generation))
+            try:
+                for ack in call:
+                    self._on_ack(ack)
+                    if failures:
+                        log_event(_log, "peer_reachable", replica=self.node_id, peer=self.address, after=failures)
+                    failures = 0
+                    backoff = self._settings.retry_initial_backoff
+            except grpc.RpcError as exc:
+                failures += 1
+                if not self._closed:
+                    level = logging.WARNING if failures == 1 else logging.DEBUG
+                    log_event(
+                        _log,
+                        "peer_unreachable",
+                        level,
+                        replica=self.node_id,
+                        peer=self.address,
+                        code=exc.code().name,
+                        detail=exc.details(),
+                        attempt=failures,
+                        retry_in=round(backoff, 3),
+                    )
+            finally:
+                with self._cond:
+                    self._generation += 1
+                    self._cond.notify_all()
+                call.cancel()
+                channel.close()
+            with self._cond:
+                if not self._closed:
+                    self._cond.wait(backoff)
+            backoff = min(backoff * 2, self._settings.retry_max_backoff)
+
+
+@dataclass
+class _PrimaryPartition:
+    store: common_pb2.StoreRef
+    version: int = 0
+    group: list[control_pb2.NodeRef] = field(default_factory=list)
+    group_known: bool = False
+    last_asked: float = 0.0
+
+
+@dataclass(frozen=True)
+class ShipOutcome:
+    """What `ship` did: the replica group's acked versions and, in sync mode, whether one replica acked."""
+
+    version: int
+    acked: dict[str, int]
+    synced: bool
+    detail: str = ""
+
+
+class Shipper:
+    """Ships the increments of the partitions this node is primary of to their replica groups."""
+
+    def __init__(
+        self,
+        settings: NodeSettings,
+        log: IncrementLog,
+        ask_replica_groups: Callable[[], None],
+    ) -> None:
+        self._settings = settings
+        self._log = log
+        self._ask_replica_groups = ask_replica_groups
+        self._cond = threading.Condition()
+        self._partitions: dict[str, _PrimaryPartition] = {}
+        self._links: dict[str, ReplicaLink] = {}
+
+    def ship(
+        self, store: common_pb2.StoreRef, data: bytes, sync: bool = False, sync_timeout: float = 0.0
+    ) -> ShipOutcome:
+        """Stream a committed increment to every replica of its partition, in version order.
+
+        Raises CorruptFileError if `data` is not a sound increment of `store`.
+        """
+        increment = decode_increment(data, f"increment of {store.store_id} handed to ship")
+        if increment.store_id != store.store_id:
+            raise CorruptFileError(store.store_id, f"increment belongs to store {increment.store_id!r}")
+        version = increment.version
+        with self._cond:
+            partition = self._partitions.get(store.store_id)
+            if partition is None:
+                partition = self._partitions[store.store_id] = _PrimaryPartition(common_pb2.StoreRef())
+                partition.store.CopyFrom(store)
+            if version <= partition.version:
+                log_event(
+                    _log,
+                    "history_rewritten",
+                    logging.WARNING,
+                    store=store.store_id,
+                    version=version,
+                    previous=partition.version,
+                )
+            partition.version = version
+            ask = (
+                not partition.group_known
+                and time.monotonic() - partition.last_asked > self._settings.heartbeat_interval
+            )
+            if ask:
+                partition.last_asked = time.monotonic()
+        self._log.add(store.store_id, version, data)
+        if ask:
+            self._ask_replica_groups()  # a heartbeat that reports this partition and brings back its group
+        with self._cond:
+            links = [self._link(node) for node in partition.group]
+            for link in links:
+                self._wait_for_room(link, len(data), store.store_id)
+                link.enqueue(_Shipment(partition.store, version, data))
+            synced = not sync
+            if sync and links:
+                deadline = time.monotonic() + (sync_timeout or self._settings.sync_timeout)
+                while not (synced := any(link.acked(store.store_id) >= version for link in links)):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+            acked = {link.node_id: link.acked(store.store_id) for link in links}
+        detail = "" if links else "no replica group: no live node to replicate to"
+        if sync and not synced and links:
+            detail = f"no replica acked version {version} within the sync timeout"
+        return ShipOutcome(version, acked, synced, detail)
+
+    def _link(self, node: control_pb2.NodeRef) -> ReplicaLink:
+        link = self._links.get(node.address)
+        if link is None:
+            link = self._links[node.address] = ReplicaLink(node.node_id, node.address, self._settings, self._cond)
+        return link
+
+    def _wait_for_room(self, link: ReplicaLink, size: int, store_id: str) -> None:
+        deadline = time.monotonic() + self._settings.backpressure_timeout
+        while link.in_flight_bytes() and link.in_flight_bytes() + size > self._settings.max_in_flight_bytes:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                dropped = link.drop_backlog()
+                log_event(
+                    _log,
+                    "backpressure_drop",
+                    logging.WARNING,
+                    replica=link.node_id,
+                    store=store_id,
+                    dropped_increments=dropped,
+                    note="the replica will pull what it lacks",
+                )
+                return
+            self._cond.wait(remaining)
+
+    def set_replica_groups(self, groups: list[control_pb2.ReplicaGroup]) -> None:
+        """Adopt the controller's replica groups; links to nodes that left a group forget its backlog."""
+        with self._cond:
+            for group in groups:
+                partition = self._partitions.get(group.store.store_id)
+                if partition is None:
+                    continue
+                new = list(group.replicas)
+                left = {n.address for n in partition.group} - {n.address for n in new}
+                for address in left:
+                    if address in self._links:
+                        self._links[address].drop_backlog(group.store.store_id)
+                if [n.address for n in new] != [n.address for n in partition.group]:
+                    log_event(
+                        _log, "replica_group_changed", store=group.store.store_id, replicas=[n.node_id for n in new]
+                    )
+                    # A member that joins gets the latest increment now; it pulls or bootstraps the rest.
+                    joined = {n.address for n in new} - {n.address for n in partition.group}
+                    data = self._log.get(group.store.store_id, partition.version)
+                    for node in new:
+                        if node.address in joined and data is not None and partition.version > 0:
+                            self._link(node).enqueue(_Shipment(partition.store, partition.version, data))
+                partition.group = new
+                partition.group_known = True
+
+    def reports(self) -> list[control_pb2.PrimaryReport]:
+        """Each primary partition's version and its replicas' acked versions and lag in bytes."""
+        with self._cond:
+            reports = []
+            for store_id, partition in self._partitions.items():
+                replicas = []
+                for node in partition.group:
+                    link = self._links.get(node.address)
+                    acked = link.acked(store_id) if link else 0
+                    replicas.append(
+                        control_pb2.ReplicaProgress(
+                            node_id=node.node_id,
+                            acked_version=acked,
+                            lag_bytes=self._log.bytes_between(store_id, acked, partition.version),
+                        )
+                    )
+                reports.append(
+                    control_pb2.PrimaryReport(store=partition.store, version=partition.version, replicas=replicas)
+                )
+            return reports
+
+    def close(self) -> None:
+        """Stop every link."""
+        with self._cond:
+            links = list(self._links.values())
+            self._links.clear()
+        for link in links:
+            link.close()

@@ -1,0 +1,283 @@
+"""Real processes for the node, replication and controller tests: a controller and state nodes started
+with `python -m statestore.cli`, a primary in the test process (engine store + checkpoint location),
+digests of stores, and bounded polling. Holds no tests of its own."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from rocksdict import AccessType, Rdict
+
+from statestore.checkpoint_location import CheckpointLocation
+from statestore.options import StoreOptions
+from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc, replication_pb2, replication_pb2_grpc
+from statestore.store import META_COLUMN_FAMILY, VersionedStore
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+HEARTBEAT = 0.1
+
+
+def free_port() -> int:
+    """A port nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    """Poll `condition` until it returns a truthy value; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def statestore_command(*args: str) -> list[str]:
+    """The command line of `statestore ARGS` with this interpreter."""
+    return [sys.executable, "-m", "statestore.cli", *args]
+
+
+def is_serving(address: str) -> bool:
+    """Whether the gRPC health check at `address` answers SERVING."""
+    with grpc.insecure_channel(address) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
+        except grpc.RpcError:
+            return False
+    return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+@dataclass
+class Process:
+    """A started process, its log file and how to start it again."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    popen: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=PROJECT_ROOT)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill9(self) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(timeout=10)
+
+    def terminate(self, timeout: float = 10.0) -> int | None:
+        if self.popen is None:
+            return None
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=10)
+        return self.popen.returncode
+
+
+@dataclass
+class Cluster:
+    """A controller and named state nodes on loopback, every process cleaned up by `close`."""
+
+    root: Path
+    q: int = 1
+    dead_after: float = 5.0
+    controller_address: str = ""
+    processes: dict[str, Process] = field(default_factory=dict)
+    addresses: dict[str, str] = field(default_factory=dict)
+
+    def start_controller(self) -> None:
+        self.controller_address = f"127.0.0.1:{free_port()}"
+        argv = statestore_command(
+            "controller",
+            "--listen",
+            self.controller_address,
+            "-q",
+            str(self.q),
+            "--dead-after",
+            str(self.dead_after),
+            "--heartbeat-interval",
+            str(HEARTBEAT),
+        )
+        self._start(Process("controller", argv, self.root / "controller.log"), self.controller_address)
+
+    def start_node(self, name: str) -> str:
+        address = self.addresses.get(name) or f"127.0.0.1:{free_port()}"
+        self.addresses[name] = address
+        argv = statestore_command(
+            "node",
+            "--listen",
+            address,
+            "--data-dir",
+            str(self.data_dir(name)),
+            "--controller",
+            self.controller_address,
+            "--node-id",
+            name,
+            "--heartbeat-interval",
+            str(HEARTBEAT),
+            "--retry-max-backoff",
+            "0.2",
+            "--log-level",
+            "DEBUG",
+        )
+        self._start(Process(name, argv, self.root / f"{name}.log"), address)
+        return address
+
+    def data_dir(self, name: str) -> Path:
+        return self.root / f"{name}-data"
+
+    def _start(self, process: Process, address: str) -> None:
+        self.processes[process.name] = process
+        process.start()
+        wait_until(lambda: is_serving(address) or process.popen.poll() is not None, 20, f"{process.name} serving")
+        assert process.popen.poll() is None, f"{process.name} exited:\n{process.log()}"
+
+    def status(self) -> control_pb2.StatusReply:
+        with grpc.insecure_channel(self.controller_address) as channel:
+            return control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=5)
+
+    def held(self, node: str, store_id: str) -> int | None:
+        """The version of `store_id` that `node` holds according to the controller's status."""
+        for partition in self.status().partitions:
+            if partition.store.store_id == store_id:
+                for replica in partition.replicas:
+                    if replica.node_id == node:
+                        return replica.version_held
+        return None
+
+    def wait_groups(self, expected_live: int) -> None:
+        wait_until(lambda: sum(n.alive for n in self.status().nodes) == expected_live, 20, "nodes alive")
+
+    def close(self) -> None:
+        for process in reversed(list(self.processes.values())):
+            process.kill9()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {name}\n{p.log()[-4000:]}" for name, p in self.processes.items())
+
+
+class Primary:
+    """A primary in the test process: an engine store committing versions to a checkpoint location and
+    shipping each increment through its node's Primary.Ship, as the provider's local channel will."""
+
+    def __init__(self, root: Path, store_id: str, node_address: str) -> None:
+        self.ref = common_pb2.StoreRef(
+            store_id=store_id, checkpoint_dir=str(root / "checkpoint" / store_id.replace("/", "_"))
+        )
+        self.location = CheckpointLocation(self.ref.checkpoint_dir, store_id)
+        self.store = VersionedStore.open(
+            root / "primary" / store_id.replace("/", "_"), store_id, StoreOptions(write_buffer_mb=4, block_cache_mb=4)
+        )
+        self.channel = grpc.insecure_channel(node_address)
+        self.stub = replication_pb2_grpc.PrimaryStub(self.channel)
+
+    def commit(self, version_seed: int) -> bytes:
+        """Commit a version of deterministic puts, deletes and merges over two column families."""
+        store = self.store
+        v = store.version + 1
+        if v == 1:
+            store.create_column_family("other")
+        for i in range(20):
+            key = f"k{(v * 7 + i) % 50:03d}".encode()
+            if (i + version_seed) % 5 == 0:
+                store.delete(key)
+            elif i % 3 == 0:
+                store.merge(key, f"+{v}".encode())
+            else:
+                store.put(key, f"v{v}-{i}".encode() * (1 + i % 4))
+        store.put(f"o{v % 13}".encode(), str(v).encode(), "other")
+        self.location.commit(store)
+        return self.location.increment_path(v).read_bytes()
+
+    def ship(self, data: bytes, sync: bool = False) -> replication_pb2.ShipResult:
+        blob = common_pb2.IncrementBlob(
+            store=self.ref, version=self.store.version, base_version=self.store.version - 1, data=data
+        )
+        return self.stub.Ship(
+            replication_pb2.ShipCommand(increment=blob, sync=sync, sync_timeout_seconds=10), timeout=15
+        )
+
+    def commit_and_ship(self, count: int, sync: bool = False) -> list[replication_pb2.ShipResult]:
+        return [self.ship(self.commit(i), sync) for i in range(count)]
+
+    def digest(self) -> dict[str, str]:
+        return {cf: _digest_pairs(self.store.items(cf)) for cf in self.store.column_families()}
+
+    def close(self) -> None:
+        self.channel.close()
+        self.store.close()
+
+
+def _digest_pairs(pairs: Any) -> str:
+    digest = hashlib.sha256()
+    for key, value in pairs:
+        digest.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
+    return digest.hexdigest()
+
+
+def replica_digest(data_dir: Path, store_id: str) -> tuple[int, dict[str, str]]:
+    """(version, digest per user column family) of a node's replica, read-only while the node runs."""
+    from urllib.parse import quote
+
+    from statestore.options import StoreOptions as Options_
+
+    path = data_dir / "replicas" / quote(store_id, safe="") / "db"
+    options = Options_().rocksdb_options(create=False)
+    names = Rdict.list_cf(str(path), options)
+    db = Rdict(
+        str(path),
+        options,
+        column_families={n: Options_().rocksdb_options(create=False) for n in names},
+        access_type=AccessType.read_only(),
+    )
+    try:
+        meta = db.get_column_family(META_COLUMN_FAMILY)
+        version = int.from_bytes(meta[b"version"], "big")
+        families = sorted(
+            k[len(b"count/") :].decode() for k in meta.keys(from_key=b"count/") if k.startswith(b"count/")
+        )
+        result = {}
+        for cf in families:
+            table = db.get_column_family(cf)
+            result[cf] = _digest_pairs(table.items())
+            table.close()
+        meta.close()
+        return version, result
+    finally:
+        db.close()
+
+
+def pid_of(process: Process) -> int:
+    assert process.popen is not None
+    return process.popen.pid
+
+
+def send_stop(process: Process) -> None:
+    os.kill(pid_of(process), signal.SIGSTOP)
+
+
+def send_cont(process: Process) -> None:
+    os.kill(pid_of(process), signal.SIGCONT)

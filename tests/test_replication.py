@@ -1,0 +1,43 @@
+"""Replica groups with real node processes and real gRPC on loopback: replicas follow the primary
+version by version and end with identical content."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_node_harness import Cluster, Primary, replica_digest, wait_until
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    cluster = Cluster(tmp_path, q=2)
+    try:
+        cluster.start_controller()
+        for name in ("node-a", "node-b", "node-c"):
+            cluster.start_node(name)
+        cluster.wait_groups(3)
+        yield cluster
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.close()
+
+
+def test_replicas_hold_the_primary_version_and_identical_content(cluster: Cluster, tmp_path: Path) -> None:
+    primary = Primary(tmp_path, "0/1/default", cluster.addresses["node-a"])
+    try:
+        for result in primary.commit_and_ship(10, sync=True):
+            acked = {r.node_id: r.acked_version for r in result.replicas}
+            assert set(acked) == {"node-b", "node-c"}
+            assert result.synced and max(acked.values()) == result.version
+            assert all(v >= result.version - 1 or v == 0 for v in acked.values())
+        primary.commit_and_ship(20)
+        last = primary.store.version
+        for node in ("node-b", "node-c"):
+            wait_until(lambda node=node: cluster.held(node, "0/1/default") == last, what=f"{node} at {last}")
+            assert replica_digest(cluster.data_dir(node), "0/1/default") == (last, primary.digest())
+    finally:
+        primary.close()
