@@ -93,7 +93,8 @@ def run_demo(args: argparse.Namespace) -> int:
     print("starting Spark (local[2]) with the statestore provider; the provider jar is built on first use",
           flush=True)
     builder = (SparkSession.builder.master("local[2]").appName("statestore-demo")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false"))
+               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
     spark = spark_provider.enable(builder, min_deltas_for_snapshot=2).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     latest: dict[str, tuple] = {}
