@@ -86,7 +86,7 @@ def test_status_shows_lag_in_versions_and_bytes(tmp_path: Path) -> None:
 
 
 def test_dead_replica_is_replaced_and_the_new_one_catches_up(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path, ("node-a", "node-b", "node-c"), q=1, dead_after=1.0)
+    cluster = _cluster(tmp_path, ("node-a", "node-b", "node-c"), q=1, dead_after=1.5)
     primary = Primary(tmp_path, STORE, cluster.addresses["node-a"])
     try:
         primary.commit_and_ship(5, sync=True)

@@ -33,7 +33,6 @@ def test_replicas_hold_the_primary_version_and_identical_content(cluster: Cluste
             acked = {r.node_id: r.acked_version for r in result.replicas}
             assert set(acked) == {"node-b", "node-c"}
             assert result.synced and max(acked.values()) == result.version
-            assert all(v >= result.version - 1 or v == 0 for v in acked.values())
         primary.commit_and_ship(20)
         last = primary.store.version
         for node in ("node-b", "node-c"):
