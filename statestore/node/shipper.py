@@ -83,12 +83,16 @@ class ReplicaLink:
 
     # ----------------------------------------------------------------- the stream
 
+    def retire(self) -> None:
+        """Tell the link's thread to stop (call with the shared lock held; it exits on its own)."""
+        self._closed = True
+        self._generation += 1
+        self._cond.notify_all()
+
     def close(self) -> None:
         """Stop the link's thread (within about a backoff step)."""
         with self._cond:
-            self._closed = True
-            self._generation += 1
-            self._cond.notify_all()
+            self.retire()
         self._thread.join(timeout=5)
 
     def _requests(self, generation: int) -> Iterator[replication_pb2.ShipRequest]:
@@ -316,6 +320,11 @@ class Shipper:
                             self._link(node).enqueue(_Shipment(partition.store, partition.version, data))
                 partition.group = new
                 partition.group_known = True
+            # A node in no replica group any more (dead, or moved by placement) is not retried forever.
+            wanted = {n.address for p in self._partitions.values() for n in p.group}
+            for address in [a for a in self._links if a not in wanted]:
+                log_event(_log, "replica_link_retired", replica=self._links[address].node_id, peer=address)
+                self._links.pop(address).retire()
 
     def reports(self) -> list[control_pb2.PrimaryReport]:
         """Each primary partition's version and its replicas' acked versions and lag in bytes."""
