@@ -1,14 +1,27 @@
-"""`statestore demo`: the project's main job (README's first command)."""
+"""`statestore demo`: the project's main job (README's first command).
+
+A real PySpark streaming query (a stateful aggregation over a generated stream) on our provider, on an
+embedded local Spark: several micro-batches, a stop and a restart from the checkpoint location, and a
+check of the state against a batch recomputation. `statestore engine-demo` runs the engine alone.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from statestore import engine_demo
-
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `statestore demo`."""
-    parser = subparsers.add_parser("demo", help="the main job: the engine end to end")
-    parser.add_argument("--dir", type=engine_demo.Path, help="working directory (default: a temporary one)")
-    parser.set_defaults(handler=engine_demo._run)
+    from spark_provider import streaming_demo
+
+    parser = subparsers.add_parser(
+        "demo", help="the main job: a PySpark streaming aggregation on the statestore provider, with a restart"
+    )
+    streaming_demo.add_arguments(parser)
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from spark_provider import streaming_demo
+
+    return streaming_demo.run_demo(args)
