@@ -55,6 +55,8 @@ final class LocalStore implements AutoCloseable {
   private final ColumnFamilyOptions cfOptions;
   private final WriteOptions writeOptions;
   private final Map<String, ColumnFamilyHandle> handles = new HashMap<>();
+  /** Guards column family handles against a background flush (families are created and dropped rarely). */
+  private final Object cfLock = new Object();
   private final Map<String, long[]> counts = new HashMap<>();
   private final ChangeSet changes = new ChangeSet();
   private long version;
@@ -205,8 +207,10 @@ final class LocalStore implements AutoCloseable {
 
   void createColumnFamily(String cf) throws RocksDBException {
     if (counts.containsKey(cf)) return;
-    if (!handles.containsKey(cf)) {
-      handles.put(cf, db.createColumnFamily(new ColumnFamilyDescriptor(cf.getBytes(StandardCharsets.UTF_8), cfOptions)));
+    synchronized (cfLock) {
+      if (!handles.containsKey(cf)) {
+        handles.put(cf, db.createColumnFamily(new ColumnFamilyDescriptor(cf.getBytes(StandardCharsets.UTF_8), cfOptions)));
+      }
     }
     counts.put(cf, new long[1]);
     changes.createCf(cf);
@@ -214,10 +218,12 @@ final class LocalStore implements AutoCloseable {
 
   boolean dropColumnFamily(String cf) throws RocksDBException {
     if (!counts.containsKey(cf) || DEFAULT_CF.equals(cf)) return false;
-    ColumnFamilyHandle h = handles.remove(cf);
-    if (h != null) {
-      db.dropColumnFamily(h);
-      h.close();
+    synchronized (cfLock) {
+      ColumnFamilyHandle h = handles.remove(cf);
+      if (h != null) {
+        db.dropColumnFamily(h);
+        h.close();
+      }
     }
     counts.remove(cf);
     changes.dropCf(cf);
@@ -226,6 +232,10 @@ final class LocalStore implements AutoCloseable {
 
   RocksIterator iterator(String cf) {
     return db.newIterator(handle(cf));
+  }
+
+  boolean hasUncommittedChanges() {
+    return !changes.isEmpty();
   }
 
   long uncommittedBytes() {
@@ -277,21 +287,23 @@ final class LocalStore implements AutoCloseable {
       throw new IOException("Version gap applying " + file + " to store " + storeId + ": expected version "
           + inc.baseVersion + ", found " + version);
     }
-    for (int i = 0; i < inc.size; i++) {
-      if (inc.ops[i] == Increment.DROP_COLUMN_FAMILY) {
-        String cf = inc.cfTable.get(inc.cfIndex[i]).name;
-        ColumnFamilyHandle h = handles.remove(cf);
-        if (h != null && !DEFAULT_CF.equals(cf)) {
-          db.dropColumnFamily(h);
-          h.close();
+    synchronized (cfLock) {
+      for (int i = 0; i < inc.size; i++) {
+        if (inc.ops[i] == Increment.DROP_COLUMN_FAMILY) {
+          String cf = inc.cfTable.get(inc.cfIndex[i]).name;
+          ColumnFamilyHandle h = handles.remove(cf);
+          if (h != null && !DEFAULT_CF.equals(cf)) {
+            db.dropColumnFamily(h);
+            h.close();
+          }
+          counts.remove(cf);
         }
-        counts.remove(cf);
       }
-    }
-    for (Increment.CfEntry e : inc.cfTable) {
-      if (e.exists && !handles.containsKey(e.name)) {
-        handles.put(e.name, db.createColumnFamily(
-            new ColumnFamilyDescriptor(e.name.getBytes(StandardCharsets.UTF_8), cfOptions)));
+      for (Increment.CfEntry e : inc.cfTable) {
+        if (e.exists && !handles.containsKey(e.name)) {
+          handles.put(e.name, db.createColumnFamily(
+              new ColumnFamilyDescriptor(e.name.getBytes(StandardCharsets.UTF_8), cfOptions)));
+        }
       }
     }
     ColumnFamilyHandle meta = handles.get(META_CF);
@@ -321,11 +333,23 @@ final class LocalStore implements AutoCloseable {
     version = inc.version;
   }
 
-  /** A RocksDB checkpoint of the committed state into {@code target} (hard links where possible). */
-  void checkpointTo(File target) throws RocksDBException {
-    try (FlushOptions f = new FlushOptions().setWaitForFlush(true)) {
-      db.flush(f, new ArrayList<>(handles.values()));
+  /**
+   * Writes the memtables to SST files. Safe from a background thread while a task writes (RocksDB is
+   * thread-safe and column family changes wait on {@code cfLock}), as long as the store stays open.
+   */
+  void flush() throws RocksDBException {
+    synchronized (cfLock) {
+      try (FlushOptions f = new FlushOptions().setWaitForFlush(true)) {
+        db.flush(f, new ArrayList<>(handles.values()));
+      }
     }
+  }
+
+  /**
+   * A RocksDB checkpoint of the database as it is now into {@code target} (hard links; RocksDB flushes what
+   * the memtables still hold first). The caller makes sure no write is under way.
+   */
+  void checkpointTo(File target) throws RocksDBException {
     try (Checkpoint c = Checkpoint.create(db)) {
       c.createCheckpoint(target.getPath());
     }

@@ -14,13 +14,26 @@ final class Metrics {
       new StateStoreCustomSumMetric("statestoreIncrementRecords", "statestore: records in increments written");
   static final StateStoreCustomMetric COMMIT_TIME =
       new StateStoreCustomTimingMetric("statestoreCommitTimeMs", "statestore: time to commit (write increment)");
+  static final StateStoreCustomMetric COMMIT_PREPARE_TIME = new StateStoreCustomTimingMetric(
+      "statestoreCommitPrepareMs", "statestore: commit time to close the version and build its increment");
+  static final StateStoreCustomMetric COMMIT_ENCODE_TIME = new StateStoreCustomTimingMetric(
+      "statestoreCommitEncodeMs", "statestore: commit time to encode and compress the increment");
+  static final StateStoreCustomMetric COMMIT_WRITE_TIME = new StateStoreCustomTimingMetric(
+      "statestoreCommitWriteMs", "statestore: commit time to write the increment durably");
+  static final StateStoreCustomMetric SNAPSHOT_FLUSH_TIME = new StateStoreCustomTimingMetric(
+      "statestoreSnapshotFlushMs", "statestore: last background snapshot, memtable flush (off the commit path)");
+  static final StateStoreCustomMetric SNAPSHOT_CHECKPOINT_TIME = new StateStoreCustomTimingMetric(
+      "statestoreSnapshotCheckpointMs", "statestore: last background snapshot, local checkpoint between commits");
+  static final StateStoreCustomMetric SNAPSHOT_UPLOAD_TIME = new StateStoreCustomTimingMetric(
+      "statestoreSnapshotUploadMs", "statestore: last background snapshot, upload to the checkpoint location");
   static final StateStoreCustomMetric LOAD_TIME =
       new StateStoreCustomTimingMetric("statestoreLoadTimeMs", "statestore: time to load or restore the store");
   static final StateStoreCustomMetric SST_BYTES =
       new StateStoreCustomSizeMetric("statestoreSstBytes", "statestore: size of local SST files", false);
 
   static final List<StateStoreCustomMetric> ALL =
-      List.of(INCREMENT_BYTES, INCREMENT_RECORDS, COMMIT_TIME, LOAD_TIME, SST_BYTES);
+      List.of(INCREMENT_BYTES, INCREMENT_RECORDS, COMMIT_TIME, COMMIT_PREPARE_TIME, COMMIT_ENCODE_TIME,
+          COMMIT_WRITE_TIME, SNAPSHOT_FLUSH_TIME, SNAPSHOT_CHECKPOINT_TIME, SNAPSHOT_UPLOAD_TIME, LOAD_TIME, SST_BYTES);
 
   private Metrics() {}
 }

@@ -29,14 +29,18 @@ import org.slf4j.LoggerFactory;
  */
 public final class StatestoreProvider implements StateStoreProvider {
   private static final Logger LOG = LoggerFactory.getLogger(StatestoreProvider.class);
-  private static final ExecutorService UPLOADS = Executors.newSingleThreadExecutor(r -> {
-    Thread t = new Thread(r, "statestore-snapshot-upload");
+  private static final ExecutorService SNAPSHOTS = Executors.newSingleThreadExecutor(r -> {
+    Thread t = new Thread(r, "statestore-snapshot");
     t.setDaemon(true);
     return t;
   });
 
-  /** Figures of the last commit, for metrics. */
-  record LastCommit(long incrementBytes, long incrementRecords, long commitMs) {}
+  /** Figures of the last commit, for metrics: the commit time and its parts. */
+  record LastCommit(long incrementBytes, long incrementRecords, long commitMs, long prepareMs, long encodeMs,
+      long writeMs) {}
+
+  /** Figures of the last background snapshot, for metrics. */
+  record LastSnapshot(long version, long flushMs, long checkpointMs, long uploadMs) {}
 
   private ReentrantReadWriteLock maintenanceLock;
   private boolean unloaded;
@@ -48,13 +52,16 @@ public final class StatestoreProvider implements StateStoreProvider {
   private CheckpointDir checkpoint;
   private File localDir;
   private final Map<String, RowCodec> codecs = new ConcurrentHashMap<>();
-  private LocalStore local;
+  private volatile LocalStore local;
   private boolean localDirty;
   private StatestoreStore current;
-  private long lastSnapshotVersion;
+  private volatile long lastSnapshotVersion;
+  /** Closing the local store waits for a background flush (which runs without the provider's monitor). */
+  private final ReentrantReadWriteLock localLife = new ReentrantReadWriteLock();
   private long staleAbove = Long.MAX_VALUE;
-  private Future<?> pendingUpload;
-  private volatile LastCommit lastCommit = new LastCommit(0, 0, 0);
+  private volatile Future<?> pendingSnapshot;
+  private volatile LastCommit lastCommit = new LastCommit(0, 0, 0, 0, 0, 0);
+  private volatile LastSnapshot lastSnapshot = new LastSnapshot(0, 0, 0, 0);
   private volatile long lastLoadMs;
 
   public StatestoreProvider() {
@@ -122,6 +129,10 @@ public final class StatestoreProvider implements StateStoreProvider {
     return lastCommit;
   }
 
+  LastSnapshot lastSnapshot() {
+    return lastSnapshot;
+  }
+
   long lastLoadMs() {
     return lastLoadMs;
   }
@@ -185,7 +196,10 @@ public final class StatestoreProvider implements StateStoreProvider {
         base, version - base);
   }
 
-  /** Commit step of a store: local meta, then the increment, durable, then the coordinator. */
+  /**
+   * Commit step of a store: local meta, then the increment, durable, then the coordinator. A snapshot due
+   * at this version is only scheduled here: {@link #snapshot} makes it in the background.
+   */
   synchronized long commit(LocalStore store) {
     long start = System.nanoTime();
     try {
@@ -194,11 +208,22 @@ public final class StatestoreProvider implements StateStoreProvider {
         checkpoint.supersedeFrom(inc.version);
         staleAbove = Long.MAX_VALUE;
       }
+      long prepared = System.nanoTime();
       byte[] bytes = IncrementCodec.encode(inc, settings.zstdLevel);
+      long encoded = System.nanoTime();
       checkpoint.writeIncrement(inc.version, bytes);
-      if (inc.version - lastSnapshotVersion >= settings.minDeltasForSnapshot) snapshot(store);
+      long written = System.nanoTime();
+      if (inc.version - lastSnapshotVersion >= settings.minDeltasForSnapshot) scheduleSnapshot(store, inc.version);
       if (settings.commitValidation) StateStore.reportCommitToCoordinator(inc.version, storeId, hadoopConf);
-      lastCommit = new LastCommit(bytes.length, inc.size, (System.nanoTime() - start) / 1_000_000);
+      long end = System.nanoTime();
+      lastCommit = new LastCommit(bytes.length, inc.size, (end - start) / 1_000_000, (prepared - start) / 1_000_000,
+          (encoded - prepared) / 1_000_000, (written - encoded) / 1_000_000);
+      if (LOG.isDebugEnabled()) {
+        LOG.debug("statestore: commit of {} version {}: {} ms (prepare {} ms, encode {} ms, write {} ms, "
+            + "rest {} ms), {} records, {} bytes", storeIdString, inc.version, lastCommit.commitMs(),
+            lastCommit.prepareMs(), lastCommit.encodeMs(), lastCommit.writeMs(), (end - written) / 1_000_000,
+            inc.size, bytes.length);
+      }
       return inc.version;
     } catch (IOException | RocksDBException | RuntimeException e) {
       localDirty = true;
@@ -206,26 +231,67 @@ public final class StatestoreProvider implements StateStoreProvider {
     }
   }
 
-  /** A local RocksDB checkpoint now (cheap, hard links); the upload runs in the background. */
-  private void snapshot(LocalStore store) throws RocksDBException {
-    if (pendingUpload != null && !pendingUpload.isDone()) return;
-    long version = store.version();
+  /** Hands the snapshot of {@code version} to the background thread, unless one is still under way. */
+  private void scheduleSnapshot(LocalStore store, long version) {
+    Future<?> pending = pendingSnapshot;
+    if (pending != null && !pending.isDone()) return; // a later commit schedules it again
+    pendingSnapshot = SNAPSHOTS.submit(() -> snapshot(store, version));
+  }
+
+  /**
+   * Snapshot of committed {@code version}, off the commit path, in three steps:
+   * <ol>
+   *   <li>flush the memtables without the provider's monitor (RocksDB allows it while the next batch
+   *       writes; the local store cannot be closed meanwhile);</li>
+   *   <li>under the monitor, only if the store still is at {@code version} with no store able to write
+   *       (a new writable store needs the monitor), a RocksDB checkpoint: hard links, little left to flush;
+   *       otherwise the next commit schedules the snapshot again;</li>
+   *   <li>upload and retention, without the monitor.</li>
+   * </ol>
+   */
+  private void snapshot(LocalStore store, long version) {
+    long start = System.nanoTime();
+    localLife.readLock().lock();
+    try {
+      if (local != store) return;
+      store.flush();
+    } catch (RocksDBException | RuntimeException e) {
+      LOG.warn("statestore: flush for snapshot {} of {} failed: {}", version, storeIdString, e.toString());
+      return;
+    } finally {
+      localLife.readLock().unlock();
+    }
+    long flushed = System.nanoTime();
     File staging = new File(localDir.getPath() + ".snapshot-" + version);
-    LocalDirs.deleteRecursively(staging);
-    store.checkpointTo(staging);
-    lastSnapshotVersion = version;
-    CheckpointDir target = checkpoint;
-    int keep = settings.minVersionsToRetain;
-    pendingUpload = UPLOADS.submit(() -> {
-      try {
-        target.uploadSnapshot(version, storeIdString, staging);
-        target.retain(keep);
-      } catch (IOException | RuntimeException e) {
-        LOG.warn("statestore: snapshot {} of {} not uploaded: {}", version, storeIdString, e.toString());
-      } finally {
-        LocalDirs.deleteRecursively(staging);
+    synchronized (this) {
+      if (local != store || localDirty || store.version() != version || store.hasUncommittedChanges()
+          || (current != null && current.writing())) {
+        LOG.debug("statestore: snapshot {} of {} skipped, the next version is under way", version, storeIdString);
+        return;
       }
-    });
+      try {
+        LocalDirs.deleteRecursively(staging);
+        store.checkpointTo(staging);
+      } catch (RocksDBException | RuntimeException e) {
+        LOG.warn("statestore: local checkpoint {} of {} failed: {}", version, storeIdString, e.toString());
+        LocalDirs.deleteRecursively(staging);
+        return;
+      }
+      lastSnapshotVersion = Math.max(lastSnapshotVersion, version);
+    }
+    long checkpointed = System.nanoTime();
+    try {
+      checkpoint.uploadSnapshot(version, storeIdString, staging);
+      checkpoint.retain(settings.minVersionsToRetain);
+    } catch (IOException | RuntimeException e) {
+      LOG.warn("statestore: snapshot {} of {} not uploaded: {}", version, storeIdString, e.toString());
+    } finally {
+      LocalDirs.deleteRecursively(staging);
+    }
+    long end = System.nanoTime();
+    lastSnapshot = new LastSnapshot(version, (flushed - start) / 1_000_000, (checkpointed - flushed) / 1_000_000,
+        (end - checkpointed) / 1_000_000);
+    LOG.debug("statestore: snapshot {} of {}: {}", version, storeIdString, lastSnapshot);
   }
 
   synchronized void abort(LocalStore store) {
@@ -250,23 +316,31 @@ public final class StatestoreProvider implements StateStoreProvider {
   private void closeLocal() {
     if (current != null) current.closeScans();
     if (local != null) {
-      local.close();
-      local = null;
+      localLife.writeLock().lock();
+      try {
+        local.close();
+        local = null;
+      } finally {
+        localLife.writeLock().unlock();
+      }
     }
   }
 
   @Override
-  public synchronized void close() {
-    Future<?> upload = pendingUpload;
-    if (upload != null) {
+  public void close() {
+    // Not under the monitor: the background snapshot takes it.
+    Future<?> pending = pendingSnapshot;
+    if (pending != null) {
       try {
-        upload.get(60, TimeUnit.SECONDS);
+        pending.get(60, TimeUnit.SECONDS);
       } catch (Exception e) {
-        LOG.warn("statestore: pending snapshot upload of {} did not finish: {}", storeIdString, e.toString());
+        LOG.warn("statestore: pending snapshot of {} did not finish: {}", storeIdString, e.toString());
       }
     }
-    closeLocal();
-    if (localDir != null) LocalDirs.deleteRecursively(localDir);
+    synchronized (this) {
+      closeLocal();
+      if (localDir != null) LocalDirs.deleteRecursively(localDir);
+    }
   }
 
   @Override

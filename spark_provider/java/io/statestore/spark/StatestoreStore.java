@@ -302,6 +302,11 @@ public final class StatestoreStore implements StateStore {
     state = State.RELEASED;
   }
 
+  /** Whether this store may still write to the local database (the provider's snapshot waits for it). */
+  boolean writing() {
+    return !readOnly && state == State.UPDATING;
+  }
+
   @Override
   public boolean hasCommitted() {
     return state == State.COMMITTED;
@@ -314,6 +319,13 @@ public final class StatestoreStore implements StateStore {
     custom.put(Metrics.INCREMENT_BYTES, lc.incrementBytes());
     custom.put(Metrics.INCREMENT_RECORDS, lc.incrementRecords());
     custom.put(Metrics.COMMIT_TIME, lc.commitMs());
+    custom.put(Metrics.COMMIT_PREPARE_TIME, lc.prepareMs());
+    custom.put(Metrics.COMMIT_ENCODE_TIME, lc.encodeMs());
+    custom.put(Metrics.COMMIT_WRITE_TIME, lc.writeMs());
+    StatestoreProvider.LastSnapshot ls = provider.lastSnapshot();
+    custom.put(Metrics.SNAPSHOT_FLUSH_TIME, ls.flushMs());
+    custom.put(Metrics.SNAPSHOT_CHECKPOINT_TIME, ls.checkpointMs());
+    custom.put(Metrics.SNAPSHOT_UPLOAD_TIME, ls.uploadMs());
     custom.put(Metrics.LOAD_TIME, provider.lastLoadMs());
     custom.put(Metrics.SST_BYTES, local.sstBytes());
     return new StateStoreMetrics(local.totalCount(), local.memoryBytes(), Scala.map(custom),
