@@ -110,6 +110,14 @@ def run_provider(spark: Any, name: str, input_dir: Path, work: Path, expected_ba
         "batches": len(progress),
         "state_rows": progress[-1]["stateOperators"][0]["numRowsTotal"],
     }
+    # Our provider's commit-time breakdown and background snapshot timings (summed over partitions, per batch).
+    ours = sorted({k for p in progress for k in p["stateOperators"][0].get("customMetrics", {})
+                   if k.startswith("statestoreCommit") or k.startswith("statestoreSnapshot")})
+    if ours:
+        figures["statestore_metrics_median"] = {
+            k: statistics.median(p["stateOperators"][0]["customMetrics"].get(k, 0) for p in progress) for k in ours}
+        figures["statestore_metrics_per_batch"] = {
+            k: [p["stateOperators"][0]["customMetrics"].get(k, 0) for p in progress] for k in ours}
     return figures, sorted(digests)
 
 
@@ -134,6 +142,11 @@ def print_table(results: dict[str, dict[str, float]]) -> None:
         print(f"{name:18s} {r['batch_ms_median']:9.0f} {ratio('batch_ms_median'):>6s} "
               f"{r['commit_ms_median']:10.0f} {ratio('commit_ms_median'):>6s} "
               f"{r['checkpoint_bytes']:12d} {ratio('checkpoint_bytes'):>6s}")
+    for name, r in results.items():
+        if "statestore_metrics_median" in r:
+            medians = r["statestore_metrics_median"].items()
+            parts = ", ".join(f"{k.removeprefix('statestore')} {v:.0f}" for k, v in medians)
+            print(f"{name} medians per batch (ms, summed over partitions): {parts}")
 
 
 def write_png(results: dict[str, dict[str, float]], path: Path, title: str) -> None:
