@@ -1,0 +1,63 @@
+"""Two placements to measure the solver against, judged by the same cost model.
+
+- greedy: partitions by decreasing increment, each given its cheapest group given those placed before
+  (myopic, as a controller that places partitions as they appear would);
+- round robin: partition i starts at node i of a rack-interleaved node list and takes the next nodes
+  with room in unused domains (cost-blind, like Kafka's default replica assignment).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from placement.assignment import NoAssignment
+from placement.best_group import best_group
+from placement.problem import Problem
+
+
+def greedy_assignment(problem: Problem) -> np.ndarray:
+    """The greedy baseline; `NoAssignment` when it paints itself into a corner."""
+    X = np.full((problem.partitions, problem.replicas + 1), -1, dtype=np.int64)
+    counts = np.zeros(problem.nodes, dtype=np.int64)
+    for p in np.lexsort((-problem.size, -problem.increment)):
+        group = best_group(problem, int(p), counts)
+        if group is None:
+            raise NoAssignment(f"greedy found no room for partition {problem.partition_ids[p]}")
+        X[p] = group
+        counts[group] += 1
+    return X
+
+
+def round_robin_assignment(problem: Problem) -> np.ndarray:
+    """The round-robin baseline; `NoAssignment` when the walk finds no room."""
+    copies = problem.replicas + 1
+    order = _rack_interleaved(problem.domain)
+    z = len(order)
+    slots = problem.slots
+    counts = np.zeros(problem.nodes, dtype=np.int64)
+    X = np.empty((problem.partitions, copies), dtype=np.int64)
+    for p in range(problem.partitions):
+        chosen: list[int] = []
+        used: set[int] = set()
+        for step in range(z):
+            n = int(order[(p + step) % z])
+            if counts[n] < slots[n] and int(problem.domain[n]) not in used:
+                chosen.append(n)
+                used.add(int(problem.domain[n]))
+                if len(chosen) == copies:
+                    break
+        if len(chosen) < copies:
+            raise NoAssignment(f"round robin found no room for partition {problem.partition_ids[p]}")
+        X[p] = chosen
+        counts[chosen] += 1
+    return X
+
+
+def _rack_interleaved(domain: np.ndarray) -> np.ndarray:
+    """Nodes ordered first node of each domain, second node of each domain, ..."""
+    rank_in_domain = np.zeros(len(domain), dtype=np.int64)
+    seen: dict[int, int] = {}
+    for n, d in enumerate(domain.tolist()):
+        rank_in_domain[n] = seen.get(d, 0)
+        seen[d] = rank_in_domain[n] + 1
+    return np.lexsort((domain, rank_in_domain))

@@ -1,0 +1,119 @@
+"""The cheapest replica group for one partition while every other partition stays where it is.
+
+Exact for that one partition: for each candidate primary node a, the replicas' costs are independent of
+one another (traffic runs primary to replica only), so the best replicas are the cheapest node of each
+other domain, then the q cheapest of those domains. Nodes that look alike from every other domain (a
+rack, in a tree) are handled as one class, so a choice costs O(z + classes^2) rather than O(z^2).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from placement.problem import Problem
+
+
+def best_group(problem: Problem, p: int, counts: np.ndarray) -> np.ndarray | None:
+    """Nodes (primary first) of the cheapest group for partition `p`, or None if none fits.
+
+    `counts` are the roles per node held by the other partitions; they set the load cost of one more role.
+    """
+    nodes = np.arange(problem.nodes)
+    width = problem.slot_costs.shape[1]
+    own = np.full(problem.nodes, np.inf)
+    room = counts < width
+    own[room] = problem.slot_costs[nodes[room], counts[room]]
+    holder = problem.holder[p]
+    increment = problem.increment[p]
+    if problem.known[p]:
+        own += problem.migration_weight * problem.size[p] * ~holder
+    as_primary = own + problem.migration_weight * increment * (holder & (nodes != problem.old_primary[p]))
+    q = problem.replicas
+    if q == 0:
+        a = int(np.argmin(as_primary))
+        return np.array([a]) if np.isfinite(as_primary[a]) else None
+    node_class, class_hops, class_domain = problem.position_classes
+    classes = len(class_domain)
+    cheapest_in_class = np.full(classes, np.inf)
+    np.minimum.at(cheapest_in_class, node_class, own)
+    # [primary's class, replica's class]: cheapest replica of that class for a primary of that class.
+    as_replica = cheapest_in_class[None, :] + problem.horizon * increment * class_hops
+    as_replica[class_domain[:, None] == class_domain[None, :]] = np.inf
+    per_domain = np.full((classes, int(class_domain.max()) + 1), np.inf)
+    np.minimum.at(per_domain.T, class_domain, as_replica.T)
+    if (np.isfinite(per_domain).sum(axis=1) < q).all():
+        return None
+    replicas_cost = np.partition(per_domain, q - 1, axis=1)[:, :q].sum(axis=1)
+    total = as_primary + replicas_cost[node_class]
+    a = int(np.argmin(total))
+    if not np.isfinite(total[a]):
+        return None
+    domains = np.argsort(per_domain[node_class[a]], kind="stable")[:q]
+    chosen = []
+    for d in domains:
+        in_domain = np.flatnonzero(class_domain == d)
+        c = in_domain[np.argmin(as_replica[node_class[a], in_domain])]
+        members = np.flatnonzero(node_class == c)
+        chosen.append(members[np.argmin(own[members])])
+    return np.array([a, *chosen])
+
+
+def group_cost(problem: Problem, p: int, group: np.ndarray, counts: np.ndarray) -> float:
+    """Cost of partition `p` in `group` (primary first) given the other partitions' role counts."""
+    width = problem.slot_costs.shape[1]
+    if (counts[group] >= width).any():
+        return float("inf")
+    load = problem.slot_costs[group, counts[group]].sum()
+    holder = problem.holder[p, group]
+    migration = problem.size[p] * (~holder).sum() if problem.known[p] else 0.0
+    if holder[0] and group[0] != problem.old_primary[p]:
+        migration += problem.increment[p]
+    traffic = problem.horizon * problem.increment[p] * problem.hops[group[0], group[1:]].sum()
+    return float(traffic + load + problem.migration_weight * migration)
+
+
+def improvable(problem: Problem, X: np.ndarray, counts: np.ndarray, tolerance: float = 1e-9) -> np.ndarray:
+    """Partitions for which `best_group` would find a strictly cheaper group, all judged at `counts`.
+
+    The same computation as `best_group`, for many partitions at once against one snapshot of the
+    counts, so that a pass re-seats only the partitions that can gain.
+    """
+    node_class, class_hops, class_domain = problem.position_classes
+    classes, domains = len(class_domain), int(class_domain.max()) + 1
+    q = problem.replicas
+    width = problem.slot_costs.shape[1]
+    nodes = np.arange(problem.nodes)
+    marginal = np.full(problem.nodes, np.inf)
+    room = counts < width
+    marginal[room] = problem.slot_costs[nodes[room], counts[room]]
+    out = []
+    step = max(1, (1 << 21) // max(1, classes * classes))
+    for start in range(0, problem.partitions, step):
+        rows = np.arange(start, min(start + step, problem.partitions))
+        group = X[rows]
+        r = np.arange(len(rows))[:, None]
+        own_slot = problem.slot_costs[group, counts[group] - 1]  # the slots they hold now
+        moving = problem.migration_weight * (problem.size * problem.known)[rows][:, None]
+        holder = problem.holder[rows]
+        own = marginal[None, :] + moving * ~holder
+        own[r, group] = own_slot + (moving * ~holder[r, group])
+        increment = problem.increment[rows]
+        handover = problem.migration_weight * increment[:, None] * (
+            holder & (nodes[None, :] != problem.old_primary[rows][:, None])
+        )
+        current = (own[r, group].sum(axis=1) + handover[r[:, 0], group[:, 0]]
+                   + problem.horizon * increment * problem.hops[group[:, :1], group[:, 1:]].sum(axis=1))
+        if q == 0:
+            best = (own + handover).min(axis=1)
+        else:
+            cheapest = np.full((len(rows), classes), np.inf)
+            np.minimum.at(cheapest.T, node_class, own.T)
+            as_replica = cheapest[:, None, :] + problem.horizon * increment[:, None, None] * class_hops[None]
+            as_replica[:, class_domain[:, None] == class_domain[None, :]] = np.inf
+            per_domain = np.full((len(rows), classes, domains), np.inf)
+            np.minimum.at(np.moveaxis(per_domain, 2, 0), class_domain, np.moveaxis(as_replica, 2, 0))
+            replicas_cost = np.partition(per_domain, q - 1, axis=2)[:, :, :q].sum(axis=2)
+            best = (own + handover + replicas_cost[:, node_class]).min(axis=1)
+        gain = current - best
+        out.append(rows[gain > tolerance * np.maximum(1.0, np.abs(current))])
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)

@@ -1,0 +1,90 @@
+"""Plans for carrying out moves: all at once, one at a time (fluid), or in batches (Megaphone, sec. 3).
+
+In a batched plan no node takes part in two moves of one batch, so every node ships or receives at
+most one partition at a time; each batch is a maximum matching of the moves left (nodes as vertices,
+moves as edges), so few batches are needed. The number of batches is at least the largest number of
+moves any one node takes part in; `HandoverPlan.lower_bound` reports it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from placement.matching import maximum_matching
+from placement.moves import Move
+
+
+class Strategy(StrEnum):
+    """How moves are grouped into batches that run one after another."""
+
+    ALL_AT_ONCE = "all-at-once"
+    FLUID = "fluid"
+    BATCHED = "batched"
+
+
+@dataclass(frozen=True)
+class HandoverPlan:
+    """Moves in batches: the moves of a batch run together, batches one after another."""
+
+    strategy: Strategy
+    batches: tuple[tuple[Move, ...], ...]
+
+    @property
+    def moves(self) -> tuple[Move, ...]:
+        """Every move, in plan order."""
+        return tuple(move for batch in self.batches for move in batch)
+
+    @property
+    def lower_bound(self) -> int:
+        """Fewest batches any plan without a node twice in a batch could have."""
+        busy = Counter(node for move in self.moves for node in move.participants)
+        return max(busy.values(), default=1 if self.batches else 0)
+
+    def to_json(self) -> dict[str, object]:
+        """The plan as a JSON object."""
+        return {
+            "strategy": str(self.strategy),
+            "batches": [[move.to_json() for move in batch] for batch in self.batches],
+        }
+
+
+def plan_handover(moves: Sequence[Move], strategy: Strategy | str = Strategy.BATCHED) -> HandoverPlan:
+    """Group `moves` into batches by `strategy`."""
+    strategy = Strategy(strategy)
+    if not moves:
+        return HandoverPlan(strategy, ())
+    if strategy is Strategy.ALL_AT_ONCE:
+        return HandoverPlan(strategy, (tuple(moves),))
+    if strategy is Strategy.FLUID:
+        return HandoverPlan(strategy, tuple((move,) for move in moves))
+    return HandoverPlan(strategy, tuple(_matched_batches(moves)))
+
+
+def _matched_batches(moves: Sequence[Move]) -> list[tuple[Move, ...]]:
+    # Bigger moves first, so that when several moves join the same two nodes the long transfers start early.
+    left = sorted(moves, key=lambda move: -move.bytes)
+    batches = []
+    while left:
+        batch = [move for move in left if not move.participants]
+        vertex: dict[str, int] = {}
+        for move in left:
+            for node in move.participants:
+                vertex.setdefault(node, len(vertex))
+        edge_move: dict[tuple[int, int], Move] = {}
+        alone = len(vertex)  # a move with one busy node gets a vertex of its own as the other end
+        for move in left:
+            ends = [vertex[node] for node in move.participants]
+            if len(ends) == 1:
+                ends.append(alone)
+                alone += 1
+            if ends:
+                edge_move.setdefault((min(ends), max(ends)), move)
+        for u, v in maximum_matching(alone, edge_move):
+            batch.append(edge_move[(min(u, v), max(u, v))])
+        chosen = {id(move) for move in batch}
+        left = [move for move in left if id(move) not in chosen]
+        batches.append(tuple(batch))
+    return batches

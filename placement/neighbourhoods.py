@@ -1,0 +1,131 @@
+"""Neighbourhoods of a placement that one exact step can search: each step never raises the cost.
+
+- `move_copies`: one copy of every partition moves, all at once, by one assignment of copies by node
+  slots; the partition's other copies stay and its best copy becomes primary.
+- `permute_groups`: the existing groups are handed to the partitions that gain most from them.
+- `reseat_partitions`: one partition at a time takes its cheapest whole group.
+- `choose_primaries`: each partition makes primary the copy that costs least as primary.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from placement.assignment import assign_to_slots
+from placement.best_group import best_group, group_cost, improvable
+from placement.problem import Problem
+
+
+def move_copies(problem: Problem, X: np.ndarray, which: np.ndarray, chunk_roles: int) -> np.ndarray:
+    """Re-place copy `which[p]` (a column of X) of every partition p, a chunk of partitions at a time.
+
+    Each chunk is one assignment, exact given everything outside the chunk's moving copies.
+    """
+    for chunk in chunks(np.arange(problem.partitions), chunk_roles):
+        columns = which[chunk]
+        counts = problem.counts(X) - np.bincount(X[chunk, columns], minlength=problem.nodes)
+        costs = problem.copy_costs(X, chunk, columns)
+        X[chunk, columns] = assign_to_slots(costs, problem.slot_costs, counts)
+        choose_primaries(problem, X, chunk)
+    return X
+
+
+def choose_primaries(problem: Problem, X: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """Make primary, in each partition of `rows` (default all), the copy with least traffic plus hand-over.
+
+    Load and new copies do not depend on which copy leads, so this is exact per partition.
+    """
+    rows = np.arange(problem.partitions) if rows is None else rows
+    if X.shape[1] < 2 or len(rows) == 0:
+        return X
+    group = X[rows]
+    increment = problem.increment[rows][:, None]
+    traffic = problem.horizon * increment * problem.hops[group[:, :, None], group[:, None, :]].sum(axis=2)
+    handover = problem.holder[rows[:, None], group] & (group != problem.old_primary[rows][:, None])
+    cost = traffic + problem.migration_weight * increment * handover
+    best = np.argmin(cost, axis=1)
+    i = np.arange(len(rows))
+    better = cost[i, best] < cost[:, 0] - 1e-9 * np.maximum(1.0, np.abs(cost[:, 0]))
+    p, lead = rows[better], best[better]
+    X[p, 0], X[p, lead] = X[p, lead], X[p, 0]
+    return X
+
+
+def permute_groups(problem: Problem, X: np.ndarray, chunk_roles: int) -> np.ndarray:
+    """Hand the existing groups to the partitions that gain most from them (load does not change).
+
+    A partition's cost in a group is its traffic (best primary among the group), hand-over and new
+    copies. Without migration terms that is increment times the group's traffic shape, so the best
+    permutation pairs the heaviest partitions with the tightest groups (rearrangement inequality); with
+    them, one assignment of partitions by groups per chunk.
+    """
+    if problem.partitions < 2:
+        return X
+    if not problem.known.any():
+        shape = problem.hops[X[:, :, None], X[:, None, :]].sum(axis=2).min(axis=1)
+        heaviest = np.argsort(-problem.increment, kind="stable")
+        tightest = np.argsort(shape, kind="stable")
+        out = np.empty_like(X)
+        out[heaviest] = X[tightest]
+        return choose_primaries(problem, out)
+    for chunk in chunks(np.arange(problem.partitions), chunk_roles):
+        groups = X[chunk]
+        holds = problem.holder[chunk[:, None, None], groups[None, :, :]]  # [partition, group, copy]
+        increment = problem.increment[chunk][:, None, None]
+        traffic = problem.horizon * increment * problem.hops[groups[:, :, None], groups[:, None, :]].sum(axis=2)
+        handover = holds & (groups[None, :, :] != problem.old_primary[chunk][:, None, None])
+        lead = (traffic + problem.migration_weight * increment * handover).min(axis=2)
+        new_copies = (~holds).sum(axis=2) * (problem.size * problem.known)[chunk][:, None]
+        _, pick = linear_sum_assignment(lead + problem.migration_weight * new_copies)
+        X[chunk] = groups[pick]
+        choose_primaries(problem, X, chunk)
+    return X
+
+
+def reseat_partitions(problem: Problem, X: np.ndarray, max_passes: int = 8) -> np.ndarray:
+    """Give partitions their cheapest whole group with the others fixed, while one is strictly cheaper.
+
+    This reaches what single-copy steps cannot: moving a group to other racks at once. Each pass first
+    screens every partition against one snapshot of the load (`improvable`), then re-seats the
+    candidates one by one against the live load; it stops when the screen finds none, which makes the
+    result a local optimum for moving any one group.
+    """
+    counts = problem.counts(X)
+    for _ in range(max_passes):
+        candidates = improvable(problem, X, counts)
+        if len(candidates) == 0:
+            break
+        for p in candidates:
+            current = X[p].copy()
+            counts[current] -= 1
+            group = best_group(problem, int(p), counts)
+            if group is not None:
+                now = group_cost(problem, int(p), current, counts)
+                if group_cost(problem, int(p), group, counts) < now - 1e-9 * max(1.0, abs(now)):
+                    X[p] = group
+            counts[X[p]] += 1
+    return X
+
+
+def copy_patterns(partitions: int, copies: int, round_: int) -> list[np.ndarray]:
+    """Which copy (column) of each partition each step of a round moves.
+
+    First every column alone, then `copies` mixed steps where partition p moves column
+    (shift + h(p)) mod copies, h differing per round, so that over the rounds any two
+    partitions meet with any two columns: the replica of one may then take the primary's node of another.
+    h is drawn from a generator seeded by the round number, so results are reproducible.
+    """
+    same = [np.full(partitions, column) for column in range(copies)]
+    if copies == 1:
+        return same
+    h = np.random.default_rng(round_).integers(0, copies, size=partitions)
+    return same + [(shift + h) % copies for shift in range(copies)]
+
+
+def chunks(rows: np.ndarray, size: int) -> list[np.ndarray]:
+    """`rows` dealt into as few chunks of at most `size` as possible, round-robin (so chunks are alike)."""
+    if len(rows) == 0:
+        return []
+    count = -(-len(rows) // max(size, 1))
+    return [rows[i::count] for i in range(count)]

@@ -1,0 +1,99 @@
+"""The entry point for the controller: choose or refresh the replica groups and plan the moves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from placement.bounds import lower_bound
+from placement.changes import Change, apply_change
+from placement.costs import CostBreakdown, CostModel
+from placement.demand import PartitionDemand
+from placement.groups import Placement
+from placement.handover import HandoverPlan, Strategy, plan_handover
+from placement.moves import Move, diff_moves
+from placement.problem import build_problem
+from placement.solver import SolverSettings, solve_problem
+from placement.topology import Topology
+
+
+@dataclass(frozen=True)
+class PlacementPlan:
+    """A placement, what it costs, and how to get there from the current one."""
+
+    placement: Placement
+    cost: CostBreakdown
+    lower_bound: float  # no placement of this problem costs less
+    failure_domain: str  # "rack" or "node": what the copies of a partition never share
+    moves: tuple[Move, ...]
+    handover: HandoverPlan
+
+    def to_json(self) -> dict[str, object]:
+        """The plan as a JSON object."""
+        return {
+            "placement": self.placement.to_json(),
+            "cost": self.cost.to_json(),
+            "lower_bound": self.lower_bound,
+            "failure_domain": self.failure_domain,
+            "moves": [move.to_json() for move in self.moves],
+            "handover": self.handover.to_json(),
+        }
+
+
+def plan_replica_groups(
+    topology: Topology,
+    demands: Sequence[PartitionDemand],
+    replicas: int,
+    current: Placement | None = None,
+    cost_model: CostModel | None = None,
+    strategy: Strategy | str = Strategy.BATCHED,
+    settings: SolverSettings | None = None,
+) -> PlacementPlan:
+    """Choose replica groups for `demands` on `topology`, or refresh `current` after a change.
+
+    `topology` is the cluster as it is now: failed nodes absent, leaving nodes marked `draining`.
+    Roles on absent or draining nodes are re-placed; every other role stays unless moving it saves more
+    than its migration bytes over `cost_model.horizon_batches`. Raises `InfeasiblePlacement` when the
+    request cannot be met.
+    """
+    problem = build_problem(topology, demands, replicas, cost_model or CostModel(), current)
+    X, _ = solve_problem(problem, settings or SolverSettings())
+    placement = problem.placement(X)
+    moves = tuple(diff_moves(current, placement, demands, topology)) if current is not None else ()
+    return PlacementPlan(
+        placement=placement,
+        cost=problem.evaluate(X),
+        lower_bound=lower_bound(problem),
+        failure_domain=problem.domain_kind,
+        moves=moves,
+        handover=plan_handover(moves, strategy),
+    )
+
+
+def replan(
+    topology: Topology,
+    demands: Sequence[PartitionDemand],
+    current: Placement,
+    change: Change,
+    cost_model: CostModel | None = None,
+    strategy: Strategy | str = Strategy.BATCHED,
+    settings: SolverSettings | None = None,
+) -> tuple[Topology, PlacementPlan]:
+    """Apply `change` to `topology` and refresh `current` for it; returns the new topology and the plan."""
+    after = apply_change(topology, change)
+    return after, plan_replica_groups(
+        after, demands, current.replicas, current, cost_model, strategy, settings
+    )
+
+
+def placement_cost(
+    topology: Topology,
+    demands: Sequence[PartitionDemand],
+    placement: Placement,
+    cost_model: CostModel | None = None,
+) -> CostBreakdown:
+    """What `placement` costs on `topology` as it stands (no migration): for status displays."""
+    problem = build_problem(topology, demands, placement.replicas, cost_model or CostModel(), placement)
+    if (problem.start < 0).any():
+        raise ValueError("the placement does not fit the topology: some roles sit on absent or draining nodes")
+    return problem.evaluate(problem.start)

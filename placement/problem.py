@@ -1,0 +1,387 @@
+"""One placement problem as dense arrays: the form the solver, the baselines and the tests work on.
+
+An assignment is an integer array `X` of shape (partitions, 1 + replicas): column 0 is the primary's node,
+columns 1.. the replicas' nodes, -1 where a role is not placed yet. The *failure domain* of a node is its
+rack when the topology has enough racks (and rack capacity) for every partition to put its copies in
+distinct racks, else the node itself; the copies of a partition always sit in distinct domains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import numpy as np
+
+from placement.costs import CostBreakdown, CostModel
+from placement.demand import PartitionDemand, check_unique
+from placement.groups import Placement, ReplicaGroup
+from placement.topology import Topology
+
+
+class InfeasiblePlacement(ValueError):
+    """The request cannot be met: too few nodes for the copies asked, or too little capacity."""
+
+    def __init__(self, message: str, *, partitions: int, copies: int, needed: int, available: int) -> None:
+        super().__init__(message)
+        self.partitions = partitions
+        self.copies = copies
+        self.needed = needed
+        self.available = available
+
+
+@dataclass
+class Problem:
+    """Dense arrays of one placement problem (internal to the package)."""
+
+    node_ids: tuple[str, ...]
+    partition_ids: tuple[str, ...]
+    increment: np.ndarray  # (l,) bytes per batch
+    size: np.ndarray  # (l,) bytes of state
+    hops: np.ndarray  # (z, z) switch hops
+    domain: np.ndarray  # (z,) failure domain of each node
+    domain_kind: str  # "rack" or "node"
+    slot_costs: np.ndarray  # (z, S) load cost of the (j+1)-th role on a node over the horizon; inf: no slot
+    holder: np.ndarray  # (l, z) node holds a live copy of the partition now
+    old_primary: np.ndarray  # (l,) node of the current primary, -1 if none or gone
+    start: np.ndarray  # (l, 1 + q) current roles still usable, -1 where a role must be placed
+    known: np.ndarray  # (l,) the partition has a current group: its new copies are migrations
+    horizon: float
+    migration_weight: float
+
+    @property
+    def replicas(self) -> int:
+        return self.start.shape[1] - 1
+
+    @property
+    def partitions(self) -> int:
+        return len(self.partition_ids)
+
+    @property
+    def nodes(self) -> int:
+        return len(self.node_ids)
+
+    @cached_property
+    def slots(self) -> np.ndarray:
+        """Roles each node may take (its finite slot costs)."""
+        return np.isfinite(self.slot_costs).sum(axis=1)
+
+    @cached_property
+    def cumulative_slot_costs(self) -> np.ndarray:
+        """Load cost of a node holding j+1 roles, at [n, j]."""
+        return np.cumsum(self.slot_costs, axis=1)
+
+    @cached_property
+    def same_domain(self) -> np.ndarray:
+        """(z, z): the two nodes share a failure domain."""
+        return self.domain[:, None] == self.domain[None, :]
+
+    @cached_property
+    def domain_layout(self) -> tuple[np.ndarray, np.ndarray]:
+        """Nodes ordered by domain, and the position where each domain's run starts in that order."""
+        order = np.argsort(self.domain, kind="stable")
+        ordered = self.domain[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        return order, starts
+
+    @cached_property
+    def position_classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Nodes that look alike from every other domain, for choosing one group in O(z + classes^2).
+
+        Two nodes share a class when they share a domain and are as many hops from every node of
+        every other domain (in a tree, the nodes of one rack). Returns each node's class, the hops
+        between classes of different domains, and each class's domain.
+        """
+        keys: dict[tuple, int] = {}
+        node_class = np.empty(self.nodes, dtype=np.int64)
+        for n in range(self.nodes):
+            outside = np.where(self.same_domain[n], -1, self.hops[n])
+            key = (int(self.domain[n]), outside.tobytes())
+            node_class[n] = keys.setdefault(key, len(keys))
+        first = np.array([np.flatnonzero(node_class == c)[0] for c in range(len(keys))], dtype=np.int64)
+        return node_class, self.hops[np.ix_(first, first)], self.domain[first]
+
+    @cached_property
+    def lookahead(self) -> np.ndarray:
+        """Per node, the mean hops to its `replicas` nearest usable nodes in other domains.
+
+        Used only while placing primaries before their replicas, as an estimate of the replica traffic a
+        primary on that node will cause.
+        """
+        q = self.replicas
+        if q == 0:
+            return np.zeros(self.nodes)
+        usable = self.slots > 0
+        other = (self.domain[:, None] != self.domain[None, :]) & usable[None, :]
+        hops = np.where(other, self.hops, np.inf)
+        nearest = np.sort(hops, axis=1)[:, :q]
+        return np.where(np.isfinite(nearest), nearest, hops[np.isfinite(hops)].max(initial=1.0)).mean(axis=1)
+
+    def restrict(self, rows: np.ndarray, slot_costs: np.ndarray) -> Problem:
+        """The sub-problem of partitions `rows` with the node slots `slot_costs` (a share of this one's)."""
+        return replace(
+            self,
+            partition_ids=tuple(self.partition_ids[i] for i in rows),
+            increment=self.increment[rows],
+            size=self.size[rows],
+            slot_costs=slot_costs,
+            holder=self.holder[rows],
+            old_primary=self.old_primary[rows],
+            start=self.start[rows],
+            known=self.known[rows],
+        )
+
+    def counts(self, X: np.ndarray) -> np.ndarray:
+        """Roles per node in assignment `X`."""
+        placed = X[X >= 0]
+        return np.bincount(placed, minlength=self.nodes)
+
+    def evaluate(self, X: np.ndarray) -> CostBreakdown:
+        """Cost of a complete assignment (every role placed)."""
+        if X.size and X.min() < 0:
+            raise ValueError("cannot evaluate an assignment with unplaced roles")
+        rows = np.arange(self.partitions)[:, None]
+        traffic = self.horizon * float((self.increment[:, None] * self.hops[X[:, :1], X[:, 1:]]).sum())
+        counts = self.counts(X)
+        used = counts > 0
+        if (counts > self.slot_costs.shape[1]).any():
+            load = np.inf
+        else:
+            load = float(self.cumulative_slot_costs[used, counts[used] - 1].sum())
+        new_copies = (self.size[:, None] * (~self.holder[rows, X] & self.known[:, None])).sum()
+        primary = X[:, 0] if X.size else np.zeros(0, dtype=np.int64)
+        handed_over = (primary != self.old_primary) & self.holder[np.arange(self.partitions), primary]
+        migration = self.migration_weight * float(new_copies + self.increment[handed_over].sum())
+        return CostBreakdown(traffic=traffic, load=load, migration=migration)
+
+    def violations(self, X: np.ndarray) -> list[str]:
+        """Every broken constraint of assignment `X`: unplaced roles, shared domains, overfull nodes."""
+        problems = []
+        if X.size and X.min() < 0:
+            problems.append(f"{int((X < 0).sum())} roles unplaced")
+            return problems
+        domains = np.sort(self.domain[X], axis=1)
+        shared = (domains[:, 1:] == domains[:, :-1]).any(axis=1)
+        for p in np.flatnonzero(shared):
+            problems.append(f"partition {self.partition_ids[p]} has two copies in one {self.domain_kind}")
+        counts = self.counts(X)
+        for n in np.flatnonzero(counts > self.slots):
+            problems.append(f"node {self.node_ids[n]} holds {counts[n]} roles, capacity {self.slots[n]}")
+        return problems
+
+    def role_costs(self, X: np.ndarray, rows: np.ndarray, ranks: np.ndarray, *, lookahead: bool) -> np.ndarray:
+        """Cost of putting role `ranks[i]` of partition `rows[i]` on each node, every other role fixed.
+
+        Load is left out: it depends on how many roles a node ends with, so it lives in the node slots.
+        Nodes in a domain used by another role of the same partition cost inf. With `lookahead`, a
+        primary whose replicas are not placed yet is charged hops to its nearest nodes in other domains.
+        """
+        increment = self.increment[rows][:, None]
+        holder = self.holder[rows]
+        known = self.known[rows][:, None]
+        cost = self.migration_weight * self.size[rows][:, None] * (~holder & known)
+        others = X[rows]
+        is_primary = ranks == 0
+        hops = np.zeros((len(rows), self.nodes))
+        if is_primary.any():
+            replicas = others[is_primary, 1:]
+            placed = replicas >= 0
+            to_replicas = np.where(placed[:, :, None], self.hops[np.maximum(replicas, 0)], 0.0).sum(axis=1)
+            if lookahead:
+                to_replicas += (~placed).sum(axis=1)[:, None] * self.lookahead[None, :]
+            hops[is_primary] = to_replicas
+            not_old = np.arange(self.nodes)[None, :] != self.old_primary[rows][is_primary][:, None]
+            cost[is_primary] += self.migration_weight * increment[is_primary] * (holder[is_primary] & not_old)
+        if (~is_primary).any():
+            primary = others[~is_primary, 0]
+            hops[~is_primary] = np.where((primary >= 0)[:, None], self.hops[np.maximum(primary, 0)], 0.0)
+        cost += self.horizon * increment * hops
+        for other_rank in range(others.shape[1]):
+            node = others[:, other_rank]
+            other = (node >= 0) & (ranks != other_rank)
+            clash = other[:, None] & (self.domain[None, :] == self.domain[np.maximum(node, 0)][:, None])
+            cost[clash] = np.inf
+        return cost
+
+    def copy_costs(self, X: np.ndarray, rows: np.ndarray, which: np.ndarray) -> np.ndarray:
+        """Cost of moving copy `which[i]` (a column of X) of partition `rows[i]` to each node.
+
+        The partition's other copies stay; whichever copy then makes the cheapest primary becomes it, so
+        the cost is traffic plus hand-over of the best arrangement, plus the new copy's migration bytes.
+        Load is left to the node slots; nodes in a domain of another copy cost inf.
+        """
+        r, copies = len(rows), X.shape[1]
+        group = X[rows]
+        others = group[np.arange(copies)[None, :] != which[:, None]].reshape(r, copies - 1)
+        increment = self.increment[rows][:, None]
+        holder = self.holder[rows]
+        old_primary = self.old_primary[rows][:, None]
+        new_copy = self.migration_weight * self.size[rows][:, None] * (~holder & self.known[rows][:, None])
+        handover = self.migration_weight * increment * (holder & (np.arange(self.nodes)[None, :] != old_primary))
+        best = self.horizon * increment * self.hops[others].sum(axis=1) + handover  # the new copy leads
+        if copies > 1:
+            among = self.hops[others[:, :, None], others[:, None, :]].sum(axis=2)
+            others_handover = holder[np.arange(r)[:, None], others] & (others != old_primary)
+            for i in range(copies - 1):  # copy i of the others leads
+                lead = self.horizon * increment * (among[:, i : i + 1] + self.hops[others[:, i]])
+                lead += self.migration_weight * increment * others_handover[:, i : i + 1]
+                best = np.minimum(best, lead)
+        cost = new_copy + best
+        clash = (self.domain[others][:, :, None] == self.domain[None, None, :]).any(axis=1)
+        cost[clash] = np.inf
+        return cost
+
+    def placement(self, X: np.ndarray) -> Placement:
+        """The assignment as a `Placement` keyed by partition and node ids."""
+        ids = self.node_ids
+        return Placement(
+            {
+                partition: ReplicaGroup(ids[row[0]], tuple(ids[n] for n in row[1:]))
+                for partition, row in zip(self.partition_ids, X.tolist(), strict=True)
+            }
+        )
+
+
+def build_problem(
+    topology: Topology,
+    demands: Sequence[PartitionDemand],
+    replicas: int,
+    cost_model: CostModel,
+    current: Placement | None = None,
+) -> Problem:
+    """The dense problem; refuses infeasible requests with `InfeasiblePlacement`."""
+    if replicas < 0:
+        raise ValueError(f"replicas must be >= 0, got {replicas}")
+    check_unique(demands)
+    partitions, z, copies = len(demands), len(topology), replicas + 1
+    size = np.array([d.size_bytes for d in demands], dtype=float)
+    increment = np.array([d.increment_bytes for d in demands], dtype=float)
+    capacity, slots = _node_slots(topology, size, partitions)
+    domain, kind = _failure_domains(topology, slots, partitions, copies)
+
+    unit = increment.mean() if partitions and increment.mean() > 0 else 1.0
+    per_role = cost_model.horizon_batches * cost_model.load_weight * unit
+    load = np.array([node.load for node in topology.nodes])
+    width = int(slots.max(initial=0))
+    j = np.arange(1, width + 1)[None, :]
+    slot_costs = per_role * (load[:, None] + j / np.maximum(capacity, 1)[:, None])
+    slot_costs = np.where(j <= slots[:, None], slot_costs, np.inf)
+
+    holder = np.zeros((partitions, z), dtype=bool)
+    old_primary = np.full(partitions, -1, dtype=np.int64)
+    start = np.full((partitions, copies), -1, dtype=np.int64)
+    known = np.array([current is not None and d.id in current for d in demands], dtype=bool)
+    if current is not None:
+        _map_current(topology, demands, current, slots, holder, old_primary, start)
+        _drop_conflicts(start, domain, slots)
+    return Problem(
+        node_ids=tuple(node.id for node in topology.nodes),
+        partition_ids=tuple(d.id for d in demands),
+        increment=increment,
+        size=size,
+        hops=topology.hops.astype(float),
+        domain=domain,
+        domain_kind=kind,
+        slot_costs=slot_costs,
+        holder=holder,
+        old_primary=old_primary,
+        start=start,
+        known=known,
+        horizon=cost_model.horizon_batches,
+        migration_weight=cost_model.migration_weight,
+    )
+
+
+def _node_slots(topology: Topology, size: np.ndarray, partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: its capacity in roles (for utilisation) and the roles it may take in this problem.
+
+    A byte capacity is turned into roles of the largest partition's size: never overfull in bytes, but
+    it may refuse a mix of sizes that a bin packer would fit.
+    """
+    largest = size.max(initial=0.0)
+    capacity = np.zeros(len(topology), dtype=np.int64)
+    for n, node in enumerate(topology.nodes):
+        roles = node.capacity
+        if node.capacity_bytes is not None and largest > 0:
+            roles = min(roles, int(node.capacity_bytes // largest))
+        capacity[n] = roles
+    draining = np.array([node.draining for node in topology.nodes], dtype=bool)
+    # A node holds at most one copy of each partition.
+    slots = np.where(draining, 0, np.minimum(capacity, partitions))
+    return capacity, slots
+
+
+def _failure_domains(topology: Topology, slots: np.ndarray, partitions: int, copies: int) -> tuple[np.ndarray, str]:
+    """Racks as failure domains when every partition can have its copies in distinct racks, else nodes."""
+    needed = copies * partitions
+    usable_nodes = int((slots > 0).sum())
+    if partitions and usable_nodes < copies:
+        raise InfeasiblePlacement(
+            f"{partitions} partitions need {copies} copies each (1 primary + {copies - 1} replicas) on distinct "
+            f"nodes, but only {usable_nodes} of {len(topology)} nodes can take roles",
+            partitions=partitions, copies=copies, needed=copies, available=usable_nodes,
+        )
+    node_room = int(np.minimum(slots, partitions).sum())
+    if node_room < needed:
+        raise InfeasiblePlacement(
+            f"{partitions} partitions x {copies} copies need {needed} role slots, but the nodes offer only {node_room} "
+            f"(total capacity {int(slots.sum())}, a node counted for at most one copy per partition)",
+            partitions=partitions, copies=copies, needed=needed, available=node_room,
+        )
+    rack_of = {rack: i for i, rack in enumerate(topology.racks)}
+    rack = np.array([rack_of[node.rack] for node in topology.nodes], dtype=np.int64)
+    rack_slots = np.bincount(rack, weights=slots, minlength=len(rack_of))
+    usable_racks = int((rack_slots > 0).sum())
+    if usable_racks >= copies and np.minimum(rack_slots, partitions).sum() >= needed:
+        return rack, "rack"
+    return np.arange(len(topology), dtype=np.int64), "node"
+
+
+def _map_current(
+    topology: Topology,
+    demands: Sequence[PartitionDemand],
+    current: Placement,
+    slots: np.ndarray,
+    holder: np.ndarray,
+    old_primary: np.ndarray,
+    start: np.ndarray,
+) -> None:
+    """Fill holders, old primaries and the usable current roles from `current`."""
+    index = topology.index
+    for p, demand in enumerate(demands):
+        group = current.get(demand.id)
+        if group is None:
+            continue
+        for node in group.nodes:
+            if node in index:
+                holder[p, index[node]] = True
+        if group.primary in index:
+            old_primary[p] = index[group.primary]
+            if slots[index[group.primary]] > 0:
+                start[p, 0] = index[group.primary]
+        kept = [index[r] for r in group.replicas if r in index and slots[index[r]] > 0]
+        kept = kept[: start.shape[1] - 1]
+        start[p, 1 : 1 + len(kept)] = kept
+
+
+def _drop_conflicts(start: np.ndarray, domain: np.ndarray, slots: np.ndarray) -> None:
+    """Unplace current roles that now break a constraint: a shared domain, or a node over capacity."""
+    for p in range(start.shape[0]):
+        seen: set[int] = set()
+        for k in range(start.shape[1]):
+            node = start[p, k]
+            if node < 0:
+                continue
+            if domain[node] in seen:
+                start[p, k] = -1
+            else:
+                seen.add(int(domain[node]))
+    counts = np.bincount(start[start >= 0], minlength=len(slots))
+    # Replicas of the last partitions go first, primaries last.
+    for k in range(start.shape[1] - 1, -1, -1):
+        for p in range(start.shape[0] - 1, -1, -1):
+            node = start[p, k]
+            if node >= 0 and counts[node] > slots[node]:
+                counts[node] -= 1
+                start[p, k] = -1

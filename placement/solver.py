@@ -1,0 +1,176 @@
+"""The placement solver: Hungarian assignments of one role rank at a time, improved until they settle.
+
+Decomposition (why it is fast): one square matrix of every role by every node slot is ((q+1) l)^2 and
+its near-identical columns make the Hungarian method crawl (l = 1024 alone takes seconds). Instead:
+
+1. Roles are placed rank by rank, primaries first, then each replica rank: a rank is one
+   `linear_sum_assignment` of its roles by node slots (`assignment.assign_to_slots`), exact for that
+   rank given the others. Primaries placed before their replicas are charged an estimate of their
+   replicas' traffic (hops to the nearest nodes in other domains).
+2. Improvement rounds re-solve each rank exactly with the others fixed, then let every partition pick
+   the cheapest primary among its own copies. Each step keeps the current assignment available, so the
+   cost never rises; the rounds stop at the first that lowers nothing.
+3. A fresh placement of many partitions is split into blocks of about `block_partitions` partitions
+   (stratified by increment, so blocks are alike), each given an interleaved share of every node's
+   slots (slot j of node n goes to block (j + n) mod B, so every block sees the same growth of load
+   cost) and solved on its own. A re-placement against a current placement is not split: its roles are
+   anchored by their migration cost, which keeps the assignments fast, and large ranks are re-solved in
+   chunks of `chunk_roles` roles.
+
+Optimality: each assignment is exact, so the result is a local optimum with respect to re-placing any one
+rank (of a chunk of partitions) and to swapping roles within a group. It is not a certified global
+optimum: the primary-to-replica traffic couples ranks (a quadratic assignment), and blocks cannot trade
+slots. tests/test_placement_optimality.py compares it with exhaustive search on small instances, and
+bench/placement_bench.py measures the gap and the cost of blocks against solving whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from placement.assignment import NoAssignment, assign_to_slots
+from placement.costs import CostBreakdown, CostModel
+from placement.demand import PartitionDemand
+from placement.groups import Placement
+from placement.neighbourhoods import chunks, copy_patterns, move_copies, permute_groups, reseat_partitions
+from placement.problem import InfeasiblePlacement, Problem, build_problem
+from placement.shares import slot_shares
+from placement.spread import spread_assignment
+from placement.topology import Topology
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """Knobs of the decomposition; the defaults meet the bench targets."""
+
+    block_partitions: int = 128  # a fresh placement of more partitions is split into blocks of this size
+    chunk_roles: int = 256  # most roles re-placed by one assignment when a problem is not split
+    max_rounds: int = 8  # improvement rounds of a problem solved whole
+    patience: int = 1  # rounds in a row that lower nothing before stopping
+    block_rounds: int = 1  # improvement rounds inside each block; the polish across blocks follows
+
+
+@dataclass(frozen=True)
+class PlacementResult:
+    """A placement, its cost, and how it was found."""
+
+    placement: Placement
+    cost: CostBreakdown
+    failure_domain: str  # "rack" or "node": where the copies of a partition are kept apart
+    blocks: int
+
+
+def solve_placement(
+    topology: Topology,
+    demands: Sequence[PartitionDemand],
+    replicas: int,
+    cost_model: CostModel | None = None,
+    current: Placement | None = None,
+    settings: SolverSettings | None = None,
+) -> PlacementResult:
+    """Place a primary and `replicas` replicas of every partition at low cost.
+
+    With `current`, roles on nodes still present (and not draining) are kept unless moving them saves
+    more than it costs (the migration part of the cost); roles on nodes gone or draining are re-placed.
+    Raises `InfeasiblePlacement` when no placement meets the constraints.
+    """
+    problem = build_problem(topology, demands, replicas, cost_model or CostModel(), current)
+    X, blocks = solve_problem(problem, settings or SolverSettings())
+    return PlacementResult(problem.placement(X), problem.evaluate(X), problem.domain_kind, blocks)
+
+
+def solve_problem(problem: Problem, settings: SolverSettings) -> tuple[np.ndarray, int]:
+    """The assignment for `problem` and the number of blocks it was solved in."""
+    fresh = bool((problem.start < 0).all())
+    blocks = -(-problem.partitions // settings.block_partitions) if fresh else 1
+    while True:
+        try:
+            return _solve_in_blocks(problem, max(blocks, 1), settings), max(blocks, 1)
+        except InfeasiblePlacement:
+            if blocks <= 1:
+                raise
+            blocks = -(-blocks // 2)  # a share too thin for its block: merge blocks
+
+
+def _solve_in_blocks(problem: Problem, blocks: int, settings: SolverSettings) -> np.ndarray:
+    if blocks == 1:
+        return _solve_whole(problem, settings)
+    X = np.empty_like(problem.start)
+    order = np.lexsort((np.asarray(problem.partition_ids), -problem.size, -problem.increment))
+    members = [order[b::blocks] for b in range(blocks)]
+    roles = np.array([len(rows) for rows in members]) * X.shape[1]
+    in_block = replace(settings, max_rounds=settings.block_rounds)
+    for rows, share in zip(members, slot_shares(problem.slot_costs, roles), strict=True):
+        X[rows] = _solve_whole(problem.restrict(rows, share), in_block)
+    return polish(problem, X, settings)
+
+
+def polish(problem: Problem, X: np.ndarray, settings: SolverSettings) -> np.ndarray:
+    """Trade what blocks could not: groups across blocks, then whole groups one partition at a time."""
+    best = problem.evaluate(X).total
+    for _ in range(settings.max_rounds):
+        X = permute_groups(problem, X, settings.chunk_roles)
+        X = reseat_partitions(problem, X)
+        total = problem.evaluate(X).total
+        if total >= best - 1e-9 * max(1.0, abs(best)):
+            break
+        best = total
+    return X
+
+
+def _solve_whole(problem: Problem, settings: SolverSettings) -> np.ndarray:
+    try:
+        X = place_missing(problem, problem.start.copy(), settings.chunk_roles)
+    except NoAssignment:
+        X = spread_assignment(problem)  # raises InfeasiblePlacement if nothing fits
+    return improve(problem, X, settings)
+
+
+def place_missing(problem: Problem, X: np.ndarray, chunk_roles: int) -> np.ndarray:
+    """Place every unplaced role, rank by rank, each rank (chunk) by one optimal assignment.
+
+    When nothing is placed yet, each rank gets its own proportional share of every node's slots
+    (`slot_shares`): placed alone, primaries would take the idlest nodes without counting the replicas
+    that follow them into the same racks, and overload those racks.
+    """
+    copies = X.shape[1]
+    shares = None
+    if (X < 0).all() and copies > 1:
+        shares = slot_shares(problem.slot_costs, np.full(copies, problem.partitions))
+    for rank in range(copies):
+        rows = np.flatnonzero(X[:, rank] < 0)
+        for chunk in chunks(rows, chunk_roles):
+            costs = problem.role_costs(X, chunk, np.full(len(chunk), rank), lookahead=True)
+            if shares is None:
+                X[chunk, rank] = assign_to_slots(costs, problem.slot_costs, problem.counts(X))
+            else:
+                used = np.bincount(X[X[:, rank] >= 0, rank], minlength=problem.nodes)
+                X[chunk, rank] = assign_to_slots(costs, shares[rank], used)
+    return X
+
+
+def improve(problem: Problem, X: np.ndarray, settings: SolverSettings) -> np.ndarray:
+    """Move one copy per partition at a time, optimally, until a round lowers nothing.
+
+    Each step re-places one copy of every partition in a chunk by one assignment, the partition's
+    other copies fixed and its primary re-picked among its copies; which copy moves varies per
+    partition and per step, so copies of different ranks trade places.
+    """
+    best = problem.evaluate(X).total
+    idle = 0
+    for round_ in range(settings.max_rounds):
+        for which in copy_patterns(problem.partitions, X.shape[1], round_):
+            X = move_copies(problem, X, which, settings.chunk_roles)
+        X = permute_groups(problem, X, settings.chunk_roles)
+        X = reseat_partitions(problem, X)
+        total = problem.evaluate(X).total
+        if total < best - 1e-9 * max(1.0, abs(best)):
+            best, idle = total, 0
+            continue
+        idle += 1
+        if idle >= settings.patience:
+            break
+    return X
