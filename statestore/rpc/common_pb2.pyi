@@ -14,16 +14,18 @@ class StoreRef(_message.Message):
     def __init__(self, store_id: _Optional[str] = ..., checkpoint_dir: _Optional[str] = ...) -> None: ...
 
 class IncrementBlob(_message.Message):
-    __slots__ = ("store", "version", "base_version", "data")
+    __slots__ = ("store", "version", "base_version", "data", "rewrites_history")
     STORE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    REWRITES_HISTORY_FIELD_NUMBER: _ClassVar[int]
     store: StoreRef
     version: int
     base_version: int
     data: bytes
-    def __init__(self, store: _Optional[_Union[StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., base_version: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+    rewrites_history: bool
+    def __init__(self, store: _Optional[_Union[StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., base_version: _Optional[int] = ..., data: _Optional[bytes] = ..., rewrites_history: _Optional[bool] = ...) -> None: ...
 
 class VersionHeld(_message.Message):
     __slots__ = ("store", "version")
