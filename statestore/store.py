@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocksdict import Checkpoint, Rdict, WriteBatch, WriteOptions
+from rocksdict import AccessType, Checkpoint, Rdict, WriteBatch, WriteOptions
 
 from statestore.errors import (
     StateStoreError,
@@ -54,9 +54,10 @@ def _count_key(cf: str) -> bytes:
 class VersionedStore:
     """One store partition: a RocksDB directory at a committed version plus an open transaction."""
 
-    def __init__(self, path: Path, store_id: str, db: Rdict, options: StoreOptions) -> None:
+    def __init__(self, path: Path, store_id: str, db: Rdict, options: StoreOptions, read_only: bool = False) -> None:
         self.path = path
         self.store_id = store_id
+        self.read_only = read_only
         self._db = db
         self._options = options
         self._write_options = WriteOptions()
@@ -80,40 +81,60 @@ class VersionedStore:
     # ----------------------------------------------------------------- opening and closing
 
     @classmethod
-    def open(cls, path: str | Path, store_id: str, options: StoreOptions | None = None) -> VersionedStore:
+    def open(
+        cls, path: str | Path, store_id: str, options: StoreOptions | None = None, read_only: bool = False
+    ) -> VersionedStore:
         """Open the store in `path`, creating an empty store at version 0 if the directory has none.
+
+        With `read_only`, the directory must hold a store already; it is opened as a RocksDB read-only
+        instance (it may be open for writing in another process: reads see its state at opening time),
+        and every write, commit or apply raises StateStoreError.
 
         Raises StoreIdentityError if the directory holds another store partition.
         """
         path = Path(path)
         options = options or StoreOptions()
         exists = (path / "CURRENT").exists()
+        if read_only and not exists:
+            raise StateStoreError(f"cannot open {path} read-only: no RocksDB store there")
         if not exists:
             try:
                 path.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StoreWriteError(f"cannot create store directory {path}: {exc.strerror}") from exc
-        rocks_options = options.rocksdb_options(create=True)
+        create = not read_only
+        rocks_options = options.rocksdb_options(create=create)
         names = Rdict.list_cf(str(path), rocks_options) if exists else [DEFAULT_COLUMN_FAMILY]
-        families = {name: options.rocksdb_options(create=True) for name in names}
-        families.setdefault(META_COLUMN_FAMILY, options.rocksdb_options(create=True))
+        families = {name: options.rocksdb_options(create=create) for name in names}
+        if read_only:
+            if META_COLUMN_FAMILY not in families:
+                raise StateStoreError(f"cannot open {path} read-only: not a statestore store (no meta column family)")
+            access = AccessType.read_only()
+        else:
+            families.setdefault(META_COLUMN_FAMILY, options.rocksdb_options(create=True))
+            access = AccessType.read_write()
         try:
-            db = Rdict(str(path), rocks_options, column_families=families)
+            db = Rdict(str(path), rocks_options, column_families=families, access_type=access)
         except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
             raise StateStoreError(f"cannot open RocksDB store at {path}: {exc}") from exc
         meta = db.get_column_family(META_COLUMN_FAMILY)
         found_id = meta.get(_STORE_ID_KEY)
-        if found_id is None:
+        if found_id is None and not read_only:
             batch = WriteBatch(raw_mode=True)
             handle = db.get_column_family_handle(META_COLUMN_FAMILY)
             batch.put(_STORE_ID_KEY, store_id.encode("utf-8"), handle)
             batch.put(_VERSION_KEY, _U64.pack(0), handle)
             batch.put(_count_key(DEFAULT_COLUMN_FAMILY), _U64.pack(0), handle)
             db.write(batch)
-        elif found_id.decode("utf-8") != store_id:
+        elif found_id is None or found_id.decode("utf-8") != store_id:
             db.close()
-            raise StoreIdentityError(store_id, found_id.decode("utf-8"), f"RocksDB directory {path}")
-        return cls(path, store_id, db, options)
+            found = "no store id" if found_id is None else found_id.decode("utf-8")
+            raise StoreIdentityError(store_id, found, f"RocksDB directory {path}")
+        return cls(path, store_id, db, options, read_only)
+
+    def _require_writable(self, what: str) -> None:
+        if self.read_only:
+            raise StateStoreError(f"store {self.store_id!r} at {self.path} is open read-only: cannot {what}")
 
     def close(self) -> None:
         """Close the database; uncommitted writes are discarded. Closing twice is harmless."""
@@ -300,14 +321,17 @@ class VersionedStore:
 
     def put(self, key: bytes, value: bytes, cf: str = DEFAULT_COLUMN_FAMILY) -> None:
         """Set `key` to `value` (empty values are legal)."""
+        self._require_writable("put")
         self._pending_for_write(cf).writes[bytes(key)] = (_PUT, bytes(value))
 
     def delete(self, key: bytes, cf: str = DEFAULT_COLUMN_FAMILY) -> None:
         """Remove `key`; removing an absent key is not an error."""
+        self._require_writable("delete")
         self._pending_for_write(cf).writes[bytes(key)] = (_DELETE, b"")
 
     def merge(self, key: bytes, operand: bytes, cf: str = DEFAULT_COLUMN_FAMILY) -> None:
         """Append `operand` to the value of `key` (an absent key counts as the empty value)."""
+        self._require_writable("merge")
         writes = self._pending_for_write(cf).writes
         key = bytes(key)
         previous = writes.get(key)
@@ -320,6 +344,7 @@ class VersionedStore:
 
     def create_column_family(self, cf: str) -> None:
         """Create an empty user column family; creating one that exists is not an error."""
+        self._require_writable("create a column family")
         if cf == META_COLUMN_FAMILY or not cf:
             raise StateStoreError(f"store {self.store_id!r}: {cf!r} is not a valid column family name")
         if self._exists(cf):
@@ -332,6 +357,7 @@ class VersionedStore:
 
     def drop_column_family(self, cf: str) -> bool:
         """Remove a user column family and all its keys; returns whether it existed."""
+        self._require_writable("drop a column family")
         if not self._exists(cf):
             return False
         pending = self._pending.get(cf)
@@ -376,6 +402,7 @@ class VersionedStore:
         writes the increment durably there); if it raises, nothing changes and the transaction stays
         open. Raises StoreWriteError if the local write fails; the store then stays at its last version.
         """
+        self._require_writable(f"commit version {self._version + 1}")
         if version is not None and version != self._version + 1:
             raise VersionMismatchError(self.store_id, version - 1, self._version, f"committing version {version}")
         increment = Increment(self.store_id, self._version + 1, self._version)
@@ -416,6 +443,7 @@ class VersionedStore:
         Raises StoreIdentityError for another store's increment, VersionMismatchError for a version gap,
         StateStoreError if this store has uncommitted writes.
         """
+        self._require_writable(f"apply increment {increment.version}")
         if increment.store_id != self.store_id:
             raise StoreIdentityError(self.store_id, increment.store_id, f"increment {increment.version}")
         if self._version >= increment.version:

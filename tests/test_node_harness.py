@@ -15,15 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from rocksdict import AccessType, Rdict
 
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.options import StoreOptions
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc, replication_pb2, replication_pb2_grpc
-from statestore.store import META_COLUMN_FAMILY, VersionedStore
+from statestore.store import VersionedStore
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 HEARTBEAT = 0.1
@@ -240,34 +240,10 @@ def _digest_pairs(pairs: Any) -> str:
 
 def replica_digest(data_dir: Path, store_id: str) -> tuple[int, dict[str, str]]:
     """(version, digest per user column family) of a node's replica, read-only while the node runs."""
-    from urllib.parse import quote
-
-    from statestore.options import StoreOptions as Options_
-
     path = data_dir / "replicas" / quote(store_id, safe="") / "db"
-    options = Options_().rocksdb_options(create=False)
-    names = Rdict.list_cf(str(path), options)
-    db = Rdict(
-        str(path),
-        options,
-        column_families={n: Options_().rocksdb_options(create=False) for n in names},
-        access_type=AccessType.read_only(),
-    )
-    try:
-        meta = db.get_column_family(META_COLUMN_FAMILY)
-        version = int.from_bytes(meta[b"version"], "big")
-        families = sorted(
-            k[len(b"count/") :].decode() for k in meta.keys(from_key=b"count/") if k.startswith(b"count/")
-        )
-        result = {}
-        for cf in families:
-            table = db.get_column_family(cf)
-            result[cf] = _digest_pairs(table.items())
-            table.close()
-        meta.close()
-        return version, result
-    finally:
-        db.close()
+    options = StoreOptions(write_buffer_mb=1, block_cache_mb=1)
+    with VersionedStore.open(path, store_id, options, read_only=True) as store:
+        return store.version, {cf: _digest_pairs(store.items(cf)) for cf in store.column_families()}
 
 
 def pid_of(process: Process) -> int:

@@ -171,3 +171,39 @@ def test_commit_of_an_explicit_version_must_be_the_next_one(store: VersionedStor
     with pytest.raises(VersionMismatchError, match="committing version 3 needs version 2, store is at version 0"):
         store.commit(3)
     assert store.commit(1).version == 1 and store.get(b"k") == b"v"
+
+
+def test_read_only_open_reads_committed_state_and_refuses_writes(tmp_path) -> None:
+    path = tmp_path / "store"
+    with VersionedStore.open(path, STORE_ID) as writer:
+        writer.create_column_family("other")
+        writer.put(b"a", b"1")
+        writer.put(b"b", b"2", "other")
+        increment = writer.commit()
+        # A read-only instance may open a store another handle has open for writing.
+        with VersionedStore.open(path, STORE_ID, read_only=True) as reader:
+            assert reader.read_only and reader.version == 1
+            assert reader.column_families() == ["default", "other"]
+            assert list(reader.items()) == [(b"a", b"1")]
+            assert reader.get(b"b", "other") == b"2" and reader.count("other") == 1
+            for attempt in (
+                lambda: reader.put(b"x", b"y"),
+                lambda: reader.delete(b"a"),
+                lambda: reader.merge(b"a", b"+"),
+                lambda: reader.create_column_family("new"),
+                lambda: reader.drop_column_family("other"),
+                reader.commit,
+                lambda: reader.apply(increment),
+            ):
+                with pytest.raises(StateStoreError, match="read-only"):
+                    attempt()
+            assert reader.version == 1 and reader.get(b"a") == b"1"
+
+
+def test_read_only_open_needs_an_existing_store_of_that_identity(tmp_path) -> None:
+    with pytest.raises(StateStoreError, match="no RocksDB store"):
+        VersionedStore.open(tmp_path / "absent", STORE_ID, read_only=True)
+    assert not (tmp_path / "absent").exists()
+    VersionedStore.open(tmp_path / "store", STORE_ID).close()
+    with pytest.raises(StoreIdentityError):
+        VersionedStore.open(tmp_path / "store", "1/1/other", read_only=True)
