@@ -3,7 +3,7 @@
 - greedy: partitions by decreasing increment, each given its cheapest group given those placed before
   (myopic, as a controller that places partitions as they appear would);
 - round robin: partition i starts at node i of a rack-interleaved node list and takes the next nodes
-  with room in unused domains (cost-blind, like Kafka's default replica assignment).
+  with room that the rack limit allows (cost-blind, like Kafka's default replica assignment).
 """
 
 from __future__ import annotations
@@ -31,19 +31,20 @@ def greedy_assignment(problem: Problem) -> np.ndarray:
 def round_robin_assignment(problem: Problem) -> np.ndarray:
     """The round-robin baseline; `NoAssignment` when the walk finds no room."""
     copies = problem.replicas + 1
-    order = _rack_interleaved(problem.domain)
+    order = _rack_interleaved(problem.rack)
     z = len(order)
     slots = problem.slots
     counts = np.zeros(problem.nodes, dtype=np.int64)
     X = np.empty((problem.partitions, copies), dtype=np.int64)
     for p in range(problem.partitions):
         chosen: list[int] = []
-        used: set[int] = set()
+        per_rack: dict[int, int] = {}
         for step in range(z):
             n = int(order[(p + step) % z])
-            if counts[n] < slots[n] and int(problem.domain[n]) not in used:
+            r = int(problem.rack[n])
+            if counts[n] < slots[n] and per_rack.get(r, 0) < problem.rack_limit:
                 chosen.append(n)
-                used.add(int(problem.domain[n]))
+                per_rack[r] = per_rack.get(r, 0) + 1
                 if len(chosen) == copies:
                     break
         if len(chosen) < copies:
@@ -53,11 +54,11 @@ def round_robin_assignment(problem: Problem) -> np.ndarray:
     return X
 
 
-def _rack_interleaved(domain: np.ndarray) -> np.ndarray:
-    """Nodes ordered first node of each domain, second node of each domain, ..."""
-    rank_in_domain = np.zeros(len(domain), dtype=np.int64)
+def _rack_interleaved(rack: np.ndarray) -> np.ndarray:
+    """Nodes ordered first node of each rack, second node of each rack, ..."""
+    rank_in_rack = np.zeros(len(rack), dtype=np.int64)
     seen: dict[int, int] = {}
-    for n, d in enumerate(domain.tolist()):
-        rank_in_domain[n] = seen.get(d, 0)
-        seen[d] = rank_in_domain[n] + 1
-    return np.lexsort((domain, rank_in_domain))
+    for n, r in enumerate(rack.tolist()):
+        rank_in_rack[n] = seen.get(r, 0)
+        seen[r] = rank_in_rack[n] + 1
+    return np.lexsort((rack, rank_in_rack))

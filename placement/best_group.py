@@ -1,16 +1,17 @@
 """The cheapest replica group for one partition while every other partition stays where it is.
 
 Exact for that one partition: for each candidate primary node a, the replicas' costs are independent of
-one another (traffic runs primary to replica only), so the best replicas are the cheapest node of each
-other domain, then the q cheapest of those domains. Nodes that look alike from every other domain (a
-rack, in a tree) are handled as one class, so a choice costs O(z + classes^2) rather than O(z^2).
+one another (traffic runs primary to replica only), and a rack limit is a partition matroid, so the
+best replicas are each rack's cheapest allowed nodes, then the q cheapest of those. With distinct racks
+(`rack_limit` 1), nodes that look alike from every other rack (a rack, in a tree) are handled as one
+class, so a choice costs O(z + classes^2) rather than O(z^2).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from placement.problem import Problem
+from placement.problem import Problem, replica_choice_cost
 
 
 def best_group(problem: Problem, p: int, counts: np.ndarray) -> np.ndarray | None:
@@ -32,29 +33,53 @@ def best_group(problem: Problem, p: int, counts: np.ndarray) -> np.ndarray | Non
     if q == 0:
         a = int(np.argmin(as_primary))
         return np.array([a]) if np.isfinite(as_primary[a]) else None
-    node_class, class_hops, class_domain = problem.position_classes
-    classes = len(class_domain)
+    if problem.rack_limit > 1:
+        return _best_group_by_node(problem, own, as_primary, increment)
+    node_class, class_hops, class_rack = problem.position_classes
+    classes = len(class_rack)
     cheapest_in_class = np.full(classes, np.inf)
     np.minimum.at(cheapest_in_class, node_class, own)
     # [primary's class, replica's class]: cheapest replica of that class for a primary of that class.
     as_replica = cheapest_in_class[None, :] + problem.horizon * increment * class_hops
-    as_replica[class_domain[:, None] == class_domain[None, :]] = np.inf
-    per_domain = np.full((classes, int(class_domain.max()) + 1), np.inf)
-    np.minimum.at(per_domain.T, class_domain, as_replica.T)
-    if (np.isfinite(per_domain).sum(axis=1) < q).all():
+    as_replica[class_rack[:, None] == class_rack[None, :]] = np.inf
+    per_rack = np.full((classes, int(class_rack.max()) + 1), np.inf)
+    np.minimum.at(per_rack.T, class_rack, as_replica.T)
+    if (np.isfinite(per_rack).sum(axis=1) < q).all():
         return None
-    replicas_cost = np.partition(per_domain, q - 1, axis=1)[:, :q].sum(axis=1)
+    replicas_cost = np.partition(per_rack, q - 1, axis=1)[:, :q].sum(axis=1)
     total = as_primary + replicas_cost[node_class]
     a = int(np.argmin(total))
     if not np.isfinite(total[a]):
         return None
-    domains = np.argsort(per_domain[node_class[a]], kind="stable")[:q]
+    racks = np.argsort(per_rack[node_class[a]], kind="stable")[:q]
     chosen = []
-    for d in domains:
-        in_domain = np.flatnonzero(class_domain == d)
-        c = in_domain[np.argmin(as_replica[node_class[a], in_domain])]
+    for d in racks:
+        in_rack = np.flatnonzero(class_rack == d)
+        c = in_rack[np.argmin(as_replica[node_class[a], in_rack])]
         members = np.flatnonzero(node_class == c)
         chosen.append(members[np.argmin(own[members])])
+    return np.array([a, *chosen])
+
+
+def _best_group_by_node(
+    problem: Problem, own: np.ndarray, as_primary: np.ndarray, increment: float
+) -> np.ndarray | None:
+    as_replica = own[None, :] + problem.horizon * increment * problem.hops
+    total = as_primary + replica_choice_cost(as_replica, problem.rack, problem.rack_limit, problem.replicas)
+    a = int(np.argmin(total))
+    if not np.isfinite(total[a]):
+        return None
+    row = as_replica[a].copy()
+    row[a] = np.inf
+    chosen: list[int] = []
+    per_rack = {int(problem.rack[a]): 1}
+    for b in np.argsort(row, kind="stable"):
+        r = int(problem.rack[b])
+        if per_rack.get(r, 0) < problem.rack_limit:
+            chosen.append(int(b))
+            per_rack[r] = per_rack.get(r, 0) + 1
+            if len(chosen) == problem.replicas:
+                break
     return np.array([a, *chosen])
 
 
@@ -76,10 +101,13 @@ def improvable(problem: Problem, X: np.ndarray, counts: np.ndarray, tolerance: f
     """Partitions for which `best_group` would find a strictly cheaper group, all judged at `counts`.
 
     The same computation as `best_group`, for many partitions at once against one snapshot of the
-    counts, so that a pass re-seats only the partitions that can gain.
+    counts, so that a pass re-seats only the partitions that can gain. Without distinct racks it does not
+    screen: every partition is a candidate.
     """
-    node_class, class_hops, class_domain = problem.position_classes
-    classes, domains = len(class_domain), int(class_domain.max()) + 1
+    if problem.rack_limit > 1 and problem.replicas > 0:
+        return np.arange(problem.partitions)
+    node_class, class_hops, class_rack = problem.position_classes
+    classes, racks = len(class_rack), int(class_rack.max()) + 1
     q = problem.replicas
     width = problem.slot_costs.shape[1]
     nodes = np.arange(problem.nodes)
@@ -109,10 +137,10 @@ def improvable(problem: Problem, X: np.ndarray, counts: np.ndarray, tolerance: f
             cheapest = np.full((len(rows), classes), np.inf)
             np.minimum.at(cheapest.T, node_class, own.T)
             as_replica = cheapest[:, None, :] + problem.horizon * increment[:, None, None] * class_hops[None]
-            as_replica[:, class_domain[:, None] == class_domain[None, :]] = np.inf
-            per_domain = np.full((len(rows), classes, domains), np.inf)
-            np.minimum.at(np.moveaxis(per_domain, 2, 0), class_domain, np.moveaxis(as_replica, 2, 0))
-            replicas_cost = np.partition(per_domain, q - 1, axis=2)[:, :, :q].sum(axis=2)
+            as_replica[:, class_rack[:, None] == class_rack[None, :]] = np.inf
+            per_rack = np.full((len(rows), classes, racks), np.inf)
+            np.minimum.at(np.moveaxis(per_rack, 2, 0), class_rack, np.moveaxis(as_replica, 2, 0))
+            replicas_cost = np.partition(per_rack, q - 1, axis=2)[:, :, :q].sum(axis=2)
             best = (own + handover + replicas_cost[:, node_class]).min(axis=1)
         gain = current - best
         out.append(rows[gain > tolerance * np.maximum(1.0, np.abs(current))])

@@ -4,7 +4,7 @@ The cost is traffic + load + migration, so the sum of a lower bound on each part
 all placements separately, bounds the optimum from below:
 
 - traffic: each partition pays at least its increment times the fewest hops from any primary node to
-  `q` nodes in distinct other domains;
+  `q` other nodes its replicas may use (the rack limit honoured);
 - load: the roles' load costs are at least the (q+1) l cheapest node slots overall (each node's slot
   costs rise, so the cheapest slots of a node are its first);
 - migration: each partition with a current group needs a new copy for every copy it lacks on nodes
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.problem import Problem
+from placement.problem import Problem, replica_choice_cost
 
 
 def lower_bound(problem: Problem) -> float:
@@ -32,11 +32,8 @@ def traffic_bound(problem: Problem) -> float:
     if q == 0 or problem.partitions == 0:
         return 0.0
     usable = problem.slots > 0
-    hops = np.where(~problem.same_domain & usable[None, :], problem.hops, np.inf)
-    order, starts = problem.domain_layout
-    per_domain = np.minimum.reduceat(hops[:, order], starts, axis=1)
-    cheapest = np.sort(per_domain, axis=1)[:, :q].sum(axis=1)
-    fewest = cheapest[usable].min()
+    hops = np.where(usable[None, :], problem.hops, np.inf)
+    fewest = replica_choice_cost(hops, problem.rack, problem.rack_limit, q)[usable].min()
     return float(problem.horizon * problem.increment.sum() * fewest)
 
 

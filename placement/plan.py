@@ -24,7 +24,7 @@ class PlacementPlan:
     placement: Placement
     cost: CostBreakdown
     lower_bound: float  # no placement of this problem costs less
-    failure_domain: str  # "rack" or "node": what the copies of a partition never share
+    copies_per_rack: int  # most copies of one partition on one rack (1: distinct racks)
     moves: tuple[Move, ...]
     handover: HandoverPlan
 
@@ -34,7 +34,7 @@ class PlacementPlan:
             "placement": self.placement.to_json(),
             "cost": self.cost.to_json(),
             "lower_bound": self.lower_bound,
-            "failure_domain": self.failure_domain,
+            "copies_per_rack": self.copies_per_rack,
             "moves": [move.to_json() for move in self.moves],
             "handover": self.handover.to_json(),
         }
@@ -64,7 +64,7 @@ def plan_replica_groups(
         placement=placement,
         cost=problem.evaluate(X),
         lower_bound=lower_bound(problem),
-        failure_domain=problem.domain_kind,
+        copies_per_rack=problem.rack_limit,
         moves=moves,
         handover=plan_handover(moves, strategy),
     )

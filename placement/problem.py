@@ -1,9 +1,12 @@
 """One placement problem as dense arrays: the form the solver, the baselines and the tests work on.
 
 An assignment is an integer array `X` of shape (partitions, 1 + replicas): column 0 is the primary's node,
-columns 1.. the replicas' nodes, -1 where a role is not placed yet. The *failure domain* of a node is its
-rack when the topology has enough racks (and rack capacity) for every partition to put its copies in
-distinct racks, else the node itself; the copies of a partition always sit in distinct domains.
+columns 1.. the replicas' nodes, -1 where a role is not placed yet.
+
+The copies of a partition sit on distinct nodes, and at most `rack_limit` of them on one rack:
+`rack_limit` is the smallest the racks allow, ceil(copies / racks), raised only as far as rack capacity
+forces. With enough racks it is 1 (distinct racks); with 2 racks and 3 copies, 2 (both racks used); with
+one rack, the number of copies (distinct nodes only).
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ class Problem:
     increment: np.ndarray  # (l,) bytes per batch
     size: np.ndarray  # (l,) bytes of state
     hops: np.ndarray  # (z, z) switch hops
-    domain: np.ndarray  # (z,) failure domain of each node
-    domain_kind: str  # "rack" or "node"
+    rack: np.ndarray  # (z,) rack index of each node
+    rack_limit: int  # most copies of one partition on one rack
     slot_costs: np.ndarray  # (z, S) load cost of the (j+1)-th role on a node over the horizon; inf: no slot
     holder: np.ndarray  # (l, z) node holds a live copy of the partition now
     old_primary: np.ndarray  # (l,) node of the current primary, -1 if none or gone
@@ -73,50 +76,47 @@ class Problem:
         return np.cumsum(self.slot_costs, axis=1)
 
     @cached_property
-    def same_domain(self) -> np.ndarray:
-        """(z, z): the two nodes share a failure domain."""
-        return self.domain[:, None] == self.domain[None, :]
-
-    @cached_property
-    def domain_layout(self) -> tuple[np.ndarray, np.ndarray]:
-        """Nodes ordered by domain, and the position where each domain's run starts in that order."""
-        order = np.argsort(self.domain, kind="stable")
-        ordered = self.domain[order]
-        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-        return order, starts
+    def same_rack(self) -> np.ndarray:
+        """(z, z): the two nodes share a rack."""
+        return self.rack[:, None] == self.rack[None, :]
 
     @cached_property
     def position_classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Nodes that look alike from every other domain, for choosing one group in O(z + classes^2).
+        """Nodes that look alike from every other rack, for choosing one group in O(z + classes^2).
 
-        Two nodes share a class when they share a domain and are as many hops from every node of
-        every other domain (in a tree, the nodes of one rack). Returns each node's class, the hops
-        between classes of different domains, and each class's domain.
+        Two nodes share a class when they share a rack and are as many hops from every node of every
+        other rack (in a tree, the nodes of one rack). Returns each node's class, the hops between
+        classes of different racks, and each class's rack. Used when `rack_limit` is 1.
         """
         keys: dict[tuple, int] = {}
         node_class = np.empty(self.nodes, dtype=np.int64)
         for n in range(self.nodes):
-            outside = np.where(self.same_domain[n], -1, self.hops[n])
-            key = (int(self.domain[n]), outside.tobytes())
-            node_class[n] = keys.setdefault(key, len(keys))
+            outside = np.where(self.same_rack[n], -1, self.hops[n])
+            node_class[n] = keys.setdefault((int(self.rack[n]), outside.tobytes()), len(keys))
         first = np.array([np.flatnonzero(node_class == c)[0] for c in range(len(keys))], dtype=np.int64)
-        return node_class, self.hops[np.ix_(first, first)], self.domain[first]
+        return node_class, self.hops[np.ix_(first, first)], self.rack[first]
 
     @cached_property
     def lookahead(self) -> np.ndarray:
-        """Per node, the mean hops to its `replicas` nearest usable nodes in other domains.
+        """Per node, the mean hops to the `replicas` nearest nodes a replica of a primary there may use.
 
         Used only while placing primaries before their replicas, as an estimate of the replica traffic a
         primary on that node will cause.
         """
-        q = self.replicas
-        if q == 0:
+        if self.replicas == 0:
             return np.zeros(self.nodes)
-        usable = self.slots > 0
-        other = (self.domain[:, None] != self.domain[None, :]) & usable[None, :]
-        hops = np.where(other, self.hops, np.inf)
-        nearest = np.sort(hops, axis=1)[:, :q]
-        return np.where(np.isfinite(nearest), nearest, hops[np.isfinite(hops)].max(initial=1.0)).mean(axis=1)
+        hops = np.where(self.slots[None, :] > 0, self.hops, np.inf)
+        nearest = replica_choice_cost(hops, self.rack, self.rack_limit, self.replicas)
+        finite = nearest[np.isfinite(nearest)]
+        return np.where(np.isfinite(nearest), nearest, finite.max(initial=0.0)) / self.replicas
+
+    def forbidden(self, others: np.ndarray) -> np.ndarray:
+        """(r, z): nodes where another copy may not go, given each row's other copies (-1: none)."""
+        placed = (others >= 0)[:, :, None]
+        node = np.arange(self.nodes)[None, None, :]
+        on_node = (placed & (others[:, :, None] == node)).any(axis=1)
+        same_rack = placed & (self.rack[np.maximum(others, 0)][:, :, None] == self.rack[None, None, :])
+        return on_node | (same_rack.sum(axis=1) >= self.rack_limit)
 
     def restrict(self, rows: np.ndarray, slot_costs: np.ndarray) -> Problem:
         """The sub-problem of partitions `rows` with the node slots `slot_costs` (a share of this one's)."""
@@ -156,15 +156,17 @@ class Problem:
         return CostBreakdown(traffic=traffic, load=load, migration=migration)
 
     def violations(self, X: np.ndarray) -> list[str]:
-        """Every broken constraint of assignment `X`: unplaced roles, shared domains, overfull nodes."""
+        """Every broken constraint of assignment `X`: unplaced roles, shared nodes, crowded racks, overfull nodes."""
         problems = []
         if X.size and X.min() < 0:
             problems.append(f"{int((X < 0).sum())} roles unplaced")
             return problems
-        domains = np.sort(self.domain[X], axis=1)
-        shared = (domains[:, 1:] == domains[:, :-1]).any(axis=1)
-        for p in np.flatnonzero(shared):
-            problems.append(f"partition {self.partition_ids[p]} has two copies in one {self.domain_kind}")
+        for p, row in enumerate(X.tolist()):
+            if len(set(row)) < len(row):
+                problems.append(f"partition {self.partition_ids[p]} has two copies on one node")
+            racks = np.bincount(self.rack[row])
+            if racks.max(initial=0) > self.rack_limit:
+                problems.append(f"partition {self.partition_ids[p]} has {racks.max()} copies on one rack")
         counts = self.counts(X)
         for n in np.flatnonzero(counts > self.slots):
             problems.append(f"node {self.node_ids[n]} holds {counts[n]} roles, capacity {self.slots[n]}")
@@ -174,8 +176,8 @@ class Problem:
         """Cost of putting role `ranks[i]` of partition `rows[i]` on each node, every other role fixed.
 
         Load is left out: it depends on how many roles a node ends with, so it lives in the node slots.
-        Nodes in a domain used by another role of the same partition cost inf. With `lookahead`, a
-        primary whose replicas are not placed yet is charged hops to its nearest nodes in other domains.
+        Nodes the partition's other copies rule out cost inf. With `lookahead`, a primary whose replicas
+        are not placed yet is charged hops to the nearest nodes its replicas could use.
         """
         increment = self.increment[rows][:, None]
         holder = self.holder[rows]
@@ -197,11 +199,8 @@ class Problem:
             primary = others[~is_primary, 0]
             hops[~is_primary] = np.where((primary >= 0)[:, None], self.hops[np.maximum(primary, 0)], 0.0)
         cost += self.horizon * increment * hops
-        for other_rank in range(others.shape[1]):
-            node = others[:, other_rank]
-            other = (node >= 0) & (ranks != other_rank)
-            clash = other[:, None] & (self.domain[None, :] == self.domain[np.maximum(node, 0)][:, None])
-            cost[clash] = np.inf
+        mine = np.arange(others.shape[1])[None, :] == ranks[:, None]
+        cost[self.forbidden(np.where(mine, -1, others))] = np.inf
         return cost
 
     def copy_costs(self, X: np.ndarray, rows: np.ndarray, which: np.ndarray) -> np.ndarray:
@@ -209,7 +208,7 @@ class Problem:
 
         The partition's other copies stay; whichever copy then makes the cheapest primary becomes it, so
         the cost is traffic plus hand-over of the best arrangement, plus the new copy's migration bytes.
-        Load is left to the node slots; nodes in a domain of another copy cost inf.
+        Load is left to the node slots; nodes the other copies rule out cost inf.
         """
         r, copies = len(rows), X.shape[1]
         group = X[rows]
@@ -228,8 +227,7 @@ class Problem:
                 lead += self.migration_weight * increment * others_handover[:, i : i + 1]
                 best = np.minimum(best, lead)
         cost = new_copy + best
-        clash = (self.domain[others][:, :, None] == self.domain[None, None, :]).any(axis=1)
-        cost[clash] = np.inf
+        cost[self.forbidden(others)] = np.inf
         return cost
 
     def placement(self, X: np.ndarray) -> Placement:
@@ -258,7 +256,7 @@ def build_problem(
     size = np.array([d.size_bytes for d in demands], dtype=float)
     increment = np.array([d.increment_bytes for d in demands], dtype=float)
     capacity, slots = _node_slots(topology, size, partitions)
-    domain, kind = _failure_domains(topology, slots, partitions, copies)
+    rack, rack_limit = _rack_limit(topology, slots, partitions, copies)
 
     unit = increment.mean() if partitions and increment.mean() > 0 else 1.0
     per_role = cost_model.horizon_batches * cost_model.load_weight * unit
@@ -274,15 +272,15 @@ def build_problem(
     known = np.array([current is not None and d.id in current for d in demands], dtype=bool)
     if current is not None:
         _map_current(topology, demands, current, slots, holder, old_primary, start)
-        _drop_conflicts(start, domain, slots)
+        _drop_conflicts(start, rack, rack_limit, slots)
     return Problem(
         node_ids=tuple(node.id for node in topology.nodes),
         partition_ids=tuple(d.id for d in demands),
         increment=increment,
         size=size,
         hops=topology.hops.astype(float),
-        domain=domain,
-        domain_kind=kind,
+        rack=rack,
+        rack_limit=rack_limit,
         slot_costs=slot_costs,
         holder=holder,
         old_primary=old_primary,
@@ -312,30 +310,33 @@ def _node_slots(topology: Topology, size: np.ndarray, partitions: int) -> tuple[
     return capacity, slots
 
 
-def _failure_domains(topology: Topology, slots: np.ndarray, partitions: int, copies: int) -> tuple[np.ndarray, str]:
-    """Racks as failure domains when every partition can have its copies in distinct racks, else nodes."""
+def _rack_limit(topology: Topology, slots: np.ndarray, partitions: int, copies: int) -> tuple[np.ndarray, int]:
+    """Each node's rack index, and the fewest copies per rack that capacities allow every partition."""
     needed = copies * partitions
     usable_nodes = int((slots > 0).sum())
     if partitions and usable_nodes < copies:
         raise InfeasiblePlacement(
-            f"{partitions} partitions need {copies} copies each (1 primary + {copies - 1} replicas) on distinct "
-            f"nodes, but only {usable_nodes} of {len(topology)} nodes can take roles",
+            f"{partitions} partitions need {copies} copies each (1 primary + {copies - 1} replicas) on "
+            f"distinct nodes, but only {usable_nodes} of {len(topology)} nodes can take roles",
             partitions=partitions, copies=copies, needed=copies, available=usable_nodes,
         )
     node_room = int(np.minimum(slots, partitions).sum())
     if node_room < needed:
         raise InfeasiblePlacement(
-            f"{partitions} partitions x {copies} copies need {needed} role slots, but the nodes offer only {node_room} "
-            f"(total capacity {int(slots.sum())}, a node counted for at most one copy per partition)",
+            f"{partitions} partitions x {copies} copies need {needed} role slots, but the nodes offer only "
+            f"{node_room} (total capacity {int(slots.sum())}; a node holds at most one copy of a partition)",
             partitions=partitions, copies=copies, needed=needed, available=node_room,
         )
-    rack_of = {rack: i for i, rack in enumerate(topology.racks)}
-    rack = np.array([rack_of[node.rack] for node in topology.nodes], dtype=np.int64)
-    rack_slots = np.bincount(rack, weights=slots, minlength=len(rack_of))
-    usable_racks = int((rack_slots > 0).sum())
-    if usable_racks >= copies and np.minimum(rack_slots, partitions).sum() >= needed:
-        return rack, "rack"
-    return np.arange(len(topology), dtype=np.int64), "node"
+    index = {rack: i for i, rack in enumerate(topology.racks)}
+    rack = np.array([index[node.rack] for node in topology.nodes], dtype=np.int64)
+    # A rack holds at most rack_limit copies of a partition, each on its own node.
+    per_node = np.minimum(slots, partitions)
+    rack_room = np.bincount(rack, weights=per_node, minlength=len(index))
+    usable_racks = max(int((rack_room > 0).sum()), 1)
+    limit = -(-copies // usable_racks)
+    while np.minimum(rack_room, limit * partitions).sum() < needed:
+        limit += 1
+    return rack, limit
 
 
 def _map_current(
@@ -365,18 +366,19 @@ def _map_current(
         start[p, 1 : 1 + len(kept)] = kept
 
 
-def _drop_conflicts(start: np.ndarray, domain: np.ndarray, slots: np.ndarray) -> None:
-    """Unplace current roles that now break a constraint: a shared domain, or a node over capacity."""
+def _drop_conflicts(start: np.ndarray, rack: np.ndarray, rack_limit: int, slots: np.ndarray) -> None:
+    """Unplace current roles that now break a constraint: a crowded rack, or a node over capacity."""
     for p in range(start.shape[0]):
-        seen: set[int] = set()
+        per_rack: dict[int, int] = {}
         for k in range(start.shape[1]):
             node = start[p, k]
             if node < 0:
                 continue
-            if domain[node] in seen:
+            r = int(rack[node])
+            if per_rack.get(r, 0) >= rack_limit:
                 start[p, k] = -1
             else:
-                seen.add(int(domain[node]))
+                per_rack[r] = per_rack.get(r, 0) + 1
     counts = np.bincount(start[start >= 0], minlength=len(slots))
     # Replicas of the last partitions go first, primaries last.
     for k in range(start.shape[1] - 1, -1, -1):
@@ -385,3 +387,26 @@ def _drop_conflicts(start: np.ndarray, domain: np.ndarray, slots: np.ndarray) ->
             if node >= 0 and counts[node] > slots[node]:
                 counts[node] -= 1
                 start[p, k] = -1
+
+
+def replica_choice_cost(costs: np.ndarray, rack: np.ndarray, rack_limit: int, q: int) -> np.ndarray:
+    """For each row a (a primary on node a), the least sum of `q` of its columns (replica nodes).
+
+    Replicas avoid node a, and a rack holds at most `rack_limit` copies counting the primary's: a rack
+    limit is a partition matroid, so taking each rack's cheapest allowed nodes, then the q cheapest of
+    those, is exact. inf when no q nodes fit.
+    """
+    rows = costs.shape[0]
+    costs = costs.copy()
+    costs[np.arange(rows), np.arange(rows)] = np.inf
+    pool = []
+    for r in np.unique(rack):
+        members = np.flatnonzero(rack == r)
+        ordered = np.sort(costs[:, members], axis=1)[:, :rack_limit]
+        own = rack[:rows] == r
+        ordered[own, rack_limit - 1 :] = np.inf  # the primary takes one of its rack's places
+        pool.append(ordered)
+    merged = np.concatenate(pool, axis=1)
+    if merged.shape[1] < q:
+        return np.full(rows, np.inf)
+    return np.partition(merged, q - 1, axis=1)[:, :q].sum(axis=1)

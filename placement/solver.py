@@ -6,7 +6,7 @@ its near-identical columns make the Hungarian method crawl (l = 1024 alone takes
 1. Roles are placed rank by rank, primaries first, then each replica rank: a rank is one
    `linear_sum_assignment` of its roles by node slots (`assignment.assign_to_slots`), exact for that
    rank given the others. Primaries placed before their replicas are charged an estimate of their
-   replicas' traffic (hops to the nearest nodes in other domains).
+   replicas' traffic (hops to the nearest nodes their replicas may use).
 2. Improvement rounds re-solve each rank exactly with the others fixed, then let every partition pick
    the cheapest primary among its own copies. Each step keeps the current assignment available, so the
    cost never rises; the rounds stop at the first that lowers nothing.
@@ -59,7 +59,7 @@ class PlacementResult:
 
     placement: Placement
     cost: CostBreakdown
-    failure_domain: str  # "rack" or "node": where the copies of a partition are kept apart
+    copies_per_rack: int  # most copies of one partition on one rack (1: distinct racks)
     blocks: int
 
 
@@ -79,7 +79,7 @@ def solve_placement(
     """
     problem = build_problem(topology, demands, replicas, cost_model or CostModel(), current)
     X, blocks = solve_problem(problem, settings or SolverSettings())
-    return PlacementResult(problem.placement(X), problem.evaluate(X), problem.domain_kind, blocks)
+    return PlacementResult(problem.placement(X), problem.evaluate(X), problem.rack_limit, blocks)
 
 
 def solve_problem(problem: Problem, settings: SolverSettings) -> tuple[np.ndarray, int]:

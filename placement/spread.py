@@ -1,10 +1,10 @@
 """A placement that is feasible by construction, whenever any is: the solver's fallback start.
 
-The copies of all partitions are laid out in one sequence, domain after domain, each domain taking at
-most one copy per partition; copy t goes to partition t mod l. A domain's run is at most l long, so it
-never meets a partition twice, and every partition gets one copy from each of q+1 consecutive runs. Runs
-are as even as the domains' capacities allow, and inside a domain copies go to its nodes as evenly as
-their capacities allow. It ignores every cost; the solver improves on it.
+The copies of all partitions are laid out in one sequence, rack after rack, and copy t goes to partition
+t mod l, so a partition's copies are l apart. A rack's run is at most `rack_limit` * l long, so it gives
+a partition at most `rack_limit` copies; inside the run copies go node after node, each node's stretch at
+most l long, so no node gets a partition twice. Runs are as even as the racks' capacities allow, and
+stretches as even as the nodes'. It ignores every cost; the solver improves on it.
 """
 
 from __future__ import annotations
@@ -15,25 +15,26 @@ from placement.problem import InfeasiblePlacement, Problem
 
 
 def spread_assignment(problem: Problem) -> np.ndarray:
-    """A complete assignment honouring domains and capacities; `InfeasiblePlacement` if none exists."""
+    """A complete assignment honouring the rack limit and capacities; `InfeasiblePlacement` if none exists."""
     partitions, copies = problem.partitions, problem.replicas + 1
-    slots = np.minimum(problem.slots, partitions)
-    domains = np.unique(problem.domain)
-    room = np.array([min(int(slots[problem.domain == d].sum()), partitions) for d in domains], dtype=np.int64)
+    per_node = np.minimum(problem.slots, partitions)
+    racks = np.unique(problem.rack)
+    room = np.array(
+        [min(int(per_node[problem.rack == r].sum()), problem.rack_limit * partitions) for r in racks],
+        dtype=np.int64,
+    )
     needed = copies * partitions
-    if room.sum() < needed or len(domains) < copies:
+    if room.sum() < needed:
         raise InfeasiblePlacement(
-            f"{partitions} partitions x {copies} copies need {needed} slots in distinct {problem.domain_kind}s, "
-            f"only {int(room.sum())} available",
+            f"{partitions} partitions x {copies} copies need {needed} slots with at most "
+            f"{problem.rack_limit} per rack, only {int(room.sum())} available",
             partitions=partitions, copies=copies, needed=needed, available=int(room.sum()),
         )
-    quota = even_split(room, needed)
-    flat = np.empty(needed, dtype=np.int64)  # position t is rank t // partitions of partition t % partitions
+    flat = np.empty(needed, dtype=np.int64)  # position t is copy t // l of partition t % l
     position = 0
-    for d, share in zip(domains, quota, strict=True):
-        nodes = np.flatnonzero(problem.domain == d)
-        per_node = even_split(slots[nodes], int(share))
-        flat[position : position + share] = np.repeat(nodes, per_node)
+    for r, share in zip(racks, even_split(room, needed), strict=True):
+        nodes = np.flatnonzero(problem.rack == r)
+        flat[position : position + share] = np.repeat(nodes, even_split(per_node[nodes], int(share)))
         position += share
     return np.ascontiguousarray(flat.reshape(copies, partitions).T)
 
