@@ -212,9 +212,13 @@ class Primary:
         self.location.commit(store)
         return self.location.increment_path(v).read_bytes()
 
-    def ship(self, data: bytes, sync: bool = False) -> replication_pb2.ShipResult:
+    def ship(self, data: bytes, sync: bool = False, rewrites_history: bool = False) -> replication_pb2.ShipResult:
         blob = common_pb2.IncrementBlob(
-            store=self.ref, version=self.store.version, base_version=self.store.version - 1, data=data
+            store=self.ref,
+            version=self.store.version,
+            base_version=self.store.version - 1,
+            data=data,
+            rewrites_history=rewrites_history,
         )
         return self.stub.Ship(
             replication_pb2.ShipCommand(increment=blob, sync=sync, sync_timeout_seconds=10), timeout=15
@@ -222,6 +226,12 @@ class Primary:
 
     def commit_and_ship(self, count: int, sync: bool = False) -> list[replication_pb2.ShipResult]:
         return [self.ship(self.commit(i), sync) for i in range(count)]
+
+    def roll_back(self, version: int) -> None:
+        """Reload `version` from the checkpoint location, as Spark does before re-running a batch."""
+        path = self.store.path
+        self.store.close()
+        self.store = self.location.restore(path, version, StoreOptions(write_buffer_mb=4, block_cache_mb=4))
 
     def digest(self) -> dict[str, str]:
         return {cf: _digest_pairs(self.store.items(cf)) for cf in self.store.column_families()}

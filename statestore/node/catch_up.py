@@ -8,18 +8,22 @@ from collections.abc import Generator
 import grpc
 
 from statestore.checkpoint_location import CheckpointLocation
-from statestore.errors import StateStoreError
+from statestore.errors import CorruptFileError, StateStoreError
 from statestore.increment import Increment, decode_increment
+from statestore.node.increment_log import increment_checksum
 from statestore.node.logs import log_event
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
 
 _log = logging.getLogger("statestore.node.catch_up")
 
+# A fetched increment and the checksum of its bytes (what a replica remembers of each version it applied).
+Fetched = tuple[Increment, int]
+
 
 def pull_from_node(
     address: str, store: common_pb2.StoreRef, from_version: int, to_version: int, timeout: float
-) -> Generator[Increment, None, None]:
+) -> Generator[Fetched, None, None]:
     """Increments `from_version..to_version` pulled from the node at `address`, verified, in order.
 
     Stops quietly at the first version the node cannot give (or on a damaged one, or when the node is
@@ -45,7 +49,7 @@ def pull_from_node(
                         got=increment.version,
                     )
                     return
-                yield increment
+                yield increment, increment_checksum(blob.data)
                 expected += 1
         except grpc.RpcError as exc:
             log_event(
@@ -64,7 +68,7 @@ def pull_from_node(
 
 def read_from_checkpoint_location(
     store: common_pb2.StoreRef, from_version: int, to_version: int
-) -> Generator[Increment, None, None]:
+) -> Generator[Fetched, None, None]:
     """Increments `from_version..to_version` read (and verified) from the partition's checkpoint location.
 
     Stops at the first missing or damaged file.
@@ -73,13 +77,18 @@ def read_from_checkpoint_location(
         return
     location = CheckpointLocation(store.checkpoint_dir, store.store_id)
     for version in range(from_version, to_version + 1):
+        path = location.increment_path(version)
         try:
-            yield location.read_increment(version)
-        except StateStoreError as exc:
+            data = path.read_bytes()
+            increment = decode_increment(data, str(path))
+            if increment.store_id != store.store_id or increment.version != version:
+                raise CorruptFileError(str(path), f"holds {increment.store_id!r} version {increment.version}")
+        except (OSError, StateStoreError) as exc:
             log_event(
                 _log, "checkpoint_read_failed", logging.WARNING, store=store.store_id, version=version, error=str(exc)
             )
             return
+        yield increment, increment_checksum(data)
 
 
 def increment_bytes_for_pull(location: CheckpointLocation, version: int) -> bytes | None:

@@ -1,17 +1,38 @@
-"""The increments a primary's node shipped recently: served to replicas that pull, bounded in bytes."""
+"""The increments a primary's node shipped: recent bytes (served to replicas that pull, bounded in bytes)
+and a longer, bounded index of every version's size and checksum (lag in bytes, rewrite detection)."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
+
+# Versions per partition whose size and checksum are remembered after their bytes were evicted; an entry
+# costs a few dozen bytes.
+DEFAULT_INDEXED_VERSIONS = 4096
+
+
+def increment_checksum(data: bytes) -> int:
+    """The CRC-32 stored in an increment's trailer (docs/formats.md section 3): its bytes' identity."""
+    return int.from_bytes(data[-8:-4], "big")
+
+
+@dataclass(frozen=True)
+class LoggedVersion:
+    """What the log remembers of one increment once its bytes may be gone."""
+
+    size: int
+    crc32: int
 
 
 class IncrementLog:
     """Recent increments of every partition this node is primary of, oldest evicted first."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, max_indexed_versions: int = DEFAULT_INDEXED_VERSIONS) -> None:
         self._max_bytes = max_bytes
+        self._max_indexed = max_indexed_versions
         self._entries: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._index: dict[str, OrderedDict[int, LoggedVersion]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -26,13 +47,45 @@ class IncrementLog:
             while self._bytes > self._max_bytes and len(self._entries) > 1:
                 _, evicted = self._entries.popitem(last=False)
                 self._bytes -= len(evicted)
+            index = self._index.setdefault(store_id, OrderedDict())
+            index.pop(version, None)
+            index[version] = LoggedVersion(len(data), increment_checksum(data))
+            while len(index) > self._max_indexed:
+                index.popitem(last=False)
 
     def get(self, store_id: str, version: int) -> bytes | None:
         """The bytes of increment `version`, or None if not kept."""
         with self._lock:
             return self._entries.get((store_id, version))
 
-    def bytes_between(self, store_id: str, after: int, upto: int) -> int:
-        """Bytes of the kept increments with `after < version <= upto` (the lag of a replica at `after`)."""
+    def known(self, store_id: str, version: int) -> LoggedVersion | None:
+        """Size and checksum of increment `version` if it is still indexed."""
         with self._lock:
-            return sum(len(self._entries.get((store_id, v), b"")) for v in range(after + 1, upto + 1))
+            return self._index.get(store_id, {}).get(version)
+
+    def drop_after(self, store_id: str, version: int) -> int:
+        """Forget every increment of `store_id` above `version` (an abandoned history); returns how many."""
+        with self._lock:
+            doomed = [key for key in self._entries if key[0] == store_id and key[1] > version]
+            for key in doomed:
+                self._bytes -= len(self._entries.pop(key))
+            index = self._index.get(store_id, OrderedDict())
+            for v in [v for v in index if v > version]:
+                del index[v]
+            return len(doomed)
+
+    def sizes_between(self, store_id: str, after: int, upto: int, limit: int) -> tuple[int, list[int], int]:
+        """Sizes of the increments with `after < version <= upto`: (bytes of the indexed ones, up to `limit`
+        of the versions not indexed, how many are not indexed)."""
+        with self._lock:
+            index = self._index.get(store_id, {})
+            known = [entry.size for v, entry in index.items() if after < v <= upto]
+            missing = max(upto - after, 0) - len(known)
+            unknown = []
+            if missing:
+                v = after + 1
+                while v <= upto and len(unknown) < limit:
+                    if v not in index:
+                        unknown.append(v)
+                    v += 1
+            return sum(known), unknown, missing

@@ -4,6 +4,12 @@ A replica verifies every increment on arrival (decode_increment checks format an
 it with the engine in one atomic batch, buffers (bounded) the ones that arrive ahead of a gap, fills
 the gap from the primary's node or else the checkpoint location, and bootstraps from a snapshot when it
 is new and far behind. Duplicates change nothing.
+
+History rewrites (docs/formats.md section 5): an increment flagged `rewrites_history`, or one whose bytes
+differ from those this replica applied (or buffered) for its version, replaces an abandoned history. A
+replica holding that version or later discards its store and rebuilds it one version below (restored
+from the checkpoint location, else bootstrapped and pulled from the primary's node), then applies it; a
+replica below it drops the buffered increments of the abandoned history and proceeds.
 """
 
 from __future__ import annotations
@@ -15,16 +21,19 @@ import logging
 import shutil
 import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 import grpc
 
+from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import CorruptFileError, StateStoreError
 from statestore.increment import Increment, decode_increment
 from statestore.node.bootstrap import receive_snapshot
 from statestore.node.catch_up import pull_from_node, read_from_checkpoint_location
+from statestore.node.increment_log import increment_checksum
 from statestore.node.logs import log_event
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
@@ -33,6 +42,8 @@ from statestore.store import VersionedStore
 _log = logging.getLogger("statestore.node.replica")
 _DB_DIR = "db"
 _REF_FILE = "store.json"
+# Versions whose increment checksum a replica remembers, to recognize a rewritten version by its bytes.
+_FINGERPRINTS = 4096
 
 
 class Outcome(enum.Enum):
@@ -63,8 +74,9 @@ class Replica:
         self.ref.CopyFrom(store)
         self._settings = settings
         self._lock = threading.RLock()
-        self._buffer: dict[int, Increment] = {}
+        self._buffer: dict[int, tuple[Increment, int]] = {}  # version -> (increment, checksum)
         self._buffer_bytes: dict[int, int] = {}
+        self._fingerprints: OrderedDict[int, int] = OrderedDict()  # version applied -> checksum of its bytes
         self._store = VersionedStore.open(directory / _DB_DIR, store.store_id, settings.store_options())
 
     @property
@@ -105,23 +117,35 @@ class Replica:
                 self._fill(blob.version, primary_address)  # fetch it again from a sound source
                 return Receipt(Outcome.REJECTED_CORRUPT, self.version, exc.problem)
             try:
-                return self._receive_verified(increment, primary_address)
+                return self._receive_verified(
+                    increment, increment_checksum(blob.data), primary_address, blob.rewrites_history
+                )
             except StateStoreError as exc:
                 log_event(
                     _log, "apply_failed", logging.ERROR, store=self.store_id, version=increment.version, error=str(exc)
                 )
                 return Receipt(Outcome.FAILED, self.version, str(exc))
 
-    def _receive_verified(self, increment: Increment, primary_address: str) -> Receipt:
+    def _receive_verified(
+        self, increment: Increment, checksum: int, primary_address: str, rewrites_history: bool
+    ) -> Receipt:
         if increment.store_id != self.store_id:
             return Receipt(Outcome.FAILED, self.version, f"increment of store {increment.store_id!r}")
-        if increment.version <= self.version:
+        version = increment.version
+        if rewrites_history or self._contradicts(version, checksum):
+            self._drop_buffered_from(version)
+            # Holding exactly `version` with these very bytes: the rewrite was already handled (or changed
+            # nothing), and nothing of an abandoned history lies beyond it.
+            handled = self.version == version and self._fingerprints.get(version) == checksum
+            if self.version >= version and not handled:
+                self._rewind(increment.base_version, primary_address, "flagged" if rewrites_history else "bytes")
+        if version <= self.version:
             return Receipt(Outcome.DUPLICATE, self.version)
         if increment.base_version == self.version:
-            self._store.apply(increment)
+            self._apply(increment, checksum)
             self._drain_buffer()
             return Receipt(Outcome.APPLIED, self.version)
-        self._keep_in_buffer(increment)
+        self._keep_in_buffer(increment, checksum)
         if self.version == 0 and increment.base_version >= self._settings.bootstrap_min_gap:
             self._bootstrap(primary_address)
         self._fill(increment.base_version, primary_address)
@@ -129,14 +153,34 @@ class Replica:
             return Receipt(Outcome.APPLIED, self.version)
         return Receipt(Outcome.BUFFERED, self.version, f"gap: holding {self.version}, lacks {self.version + 1}")
 
-    def _keep_in_buffer(self, increment: Increment) -> None:
+    def _contradicts(self, version: int, checksum: int) -> bool:
+        """Whether this replica applied (or buffered) other bytes for `version`: a rewritten history."""
+        if version <= self.version:
+            known = self._fingerprints.get(version)
+        else:
+            known = self._buffer[version][1] if version in self._buffer else None
+        return known is not None and known != checksum
+
+    def _apply(self, increment: Increment, checksum: int) -> None:
+        if self._store.apply(increment):
+            self._fingerprints.pop(increment.version, None)
+            self._fingerprints[increment.version] = checksum
+            while len(self._fingerprints) > _FINGERPRINTS:
+                self._fingerprints.popitem(last=False)
+
+    def _keep_in_buffer(self, increment: Increment, checksum: int) -> None:
         size = sum(len(k) + len(v) for k, v in zip(increment.keys, increment.values, strict=True))
         if sum(self._buffer_bytes.values()) + size > self._settings.reorder_buffer_bytes:
             # The newest can be pulled again later; keeping the oldest fills the gap soonest.
             log_event(_log, "reorder_buffer_full", logging.WARNING, store=self.store_id, dropped=increment.version)
             return
-        self._buffer[increment.version] = increment
+        self._buffer[increment.version] = (increment, checksum)
         self._buffer_bytes[increment.version] = size
+
+    def _drop_buffered_from(self, version: int) -> None:
+        for buffered in [v for v in self._buffer if v >= version]:
+            del self._buffer[buffered]
+            del self._buffer_bytes[buffered]
 
     def _drain_buffer(self) -> None:
         for version in sorted(self._buffer):
@@ -144,7 +188,7 @@ class Replica:
                 self._buffer.pop(version)
                 self._buffer_bytes.pop(version)
             elif version == self.version + 1:
-                self._store.apply(self._buffer.pop(version))
+                self._apply(*self._buffer.pop(version))
                 self._buffer_bytes.pop(version)
             else:
                 return
@@ -168,8 +212,8 @@ class Replica:
             else:
                 increments = read_from_checkpoint_location(self.ref, self.version + 1, target)
             with contextlib.closing(increments):
-                for increment in increments:
-                    self._store.apply(increment)
+                for increment, checksum in increments:
+                    self._apply(increment, checksum)
                     self._drain_buffer()
                     if self.version >= target:
                         break
@@ -184,6 +228,60 @@ class Replica:
             complete=self.version >= target,
         )
         self._drain_buffer()
+
+    def _rewind(self, target: int, primary_address: str, reason: str) -> None:
+        """Discard this replica's store and rebuild it at version `target`, below a rewritten version: from
+        the checkpoint location if it restores `target`, else from a snapshot of the primary's node (the
+        caller then pulls what lies between). Ends at `target` or below, never in the abandoned history."""
+        held = self.version
+        self._buffer.clear()
+        self._buffer_bytes.clear()
+        for version in [v for v in self._fingerprints if v > target]:
+            del self._fingerprints[version]
+        restored = self._restore_from_checkpoint_location(target)
+        self._replace_store(restored)
+        source = "checkpoint_location" if restored is not None else "none"
+        if self.version != target and target > 0:
+            self._bootstrap(primary_address)
+            source = "primary_snapshot" if self.version > 0 else source
+        if self.version > target:  # a snapshot past the rewritten version cannot be used
+            self._replace_store(None)
+            source = "none"
+        log_event(
+            _log,
+            "history_rewound",
+            logging.WARNING,
+            store=self.store_id,
+            reason=reason,
+            held=held,
+            target=target,
+            version=self.version,
+            source=source,
+        )
+
+    def _restore_from_checkpoint_location(self, version: int) -> Path | None:
+        """A directory holding the store restored at `version` from the checkpoint location, or None."""
+        if not self.ref.checkpoint_dir:
+            return None
+        staging = self.directory / f".rewind-{uuid.uuid4().hex}.tmp"
+        location = CheckpointLocation(self.ref.checkpoint_dir, self.store_id)
+        try:
+            location.restore(staging, version, self._settings.store_options()).close()
+        except (StateStoreError, OSError) as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            log_event(
+                _log, "checkpoint_restore_failed", logging.INFO, store=self.store_id, version=version, error=str(exc)
+            )
+            return None
+        return staging
+
+    def _replace_store(self, directory: Path | None) -> None:
+        """Swap the store for the one in `directory` (renamed into place), or an empty one if None."""
+        self._store.close()
+        shutil.rmtree(self.directory / _DB_DIR, ignore_errors=True)
+        if directory is not None:
+            directory.rename(self.directory / _DB_DIR)
+        self._store = VersionedStore.open(self.directory / _DB_DIR, self.store_id, self._settings.store_options())
 
     def _bootstrap(self, primary_address: str) -> None:
         """Replace this (empty) replica by a snapshot streamed from the primary's node."""
@@ -229,10 +327,7 @@ class Replica:
                 _log, "bootstrap_failed", logging.WARNING, store=self.store_id, peer=primary_address, error=str(exc)
             )
             return
-        self._store.close()
-        shutil.rmtree(self.directory / _DB_DIR)
-        staging.rename(self.directory / _DB_DIR)
-        self._store = VersionedStore.open(self.directory / _DB_DIR, self.store_id, self._settings.store_options())
+        self._replace_store(staging)
         log_event(
             _log,
             "bootstrap_done",

@@ -125,7 +125,13 @@ class PrimaryService(replication_pb2_grpc.PrimaryServicer):
         if not blob.store.store_id:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "increment.store.store_id is required")
         try:
-            outcome = self._shipper.ship(blob.store, blob.data, request.sync, request.sync_timeout_seconds)
+            outcome = self._shipper.ship(
+                blob.store,
+                blob.data,
+                request.sync,
+                request.sync_timeout_seconds,
+                rewrites_history=blob.rewrites_history,
+            )
         except StateStoreError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"refused increment: {exc}")
         return replication_pb2.ShipResult(

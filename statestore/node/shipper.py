@@ -5,10 +5,18 @@ version order per partition, over one bidirectional Ship stream whose acks repor
 In-flight (unacked) bytes per link are bounded: `ship` waits for room (back-pressure) and, past a
 timeout, drops that link's backlog; the replica then catches up by pulling. Broken streams are retried
 with exponential backoff, re-sending what was not acked.
+
+History rewrites (docs/formats.md section 5): when the primary commits a version v again after a
+rollback (flagged by the provider, or detected here: v not after the last version shipped, or bytes
+differing from the ones logged for v), the increment log forgets the abandoned versions, every link
+drops its queued ones and marks the partition's shipments `rewrites_history` until a replica answered
+one of them, so the flag survives dropped backlogs and broken streams. Acks of requests sent before the
+rewrite are not trusted for that partition (they may report a version of the abandoned history).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -18,14 +26,20 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import CorruptFileError
 from statestore.increment import decode_increment
-from statestore.node.increment_log import IncrementLog
+from statestore.node.increment_log import IncrementLog, increment_checksum
 from statestore.node.logs import log_event
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
 from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication_pb2_grpc
 
 _log = logging.getLogger("statestore.node.shipper")
+# Most increment files a lag computation stats in the checkpoint location (beyond it, lag bytes are a lower
+# bound).
+_LAG_STAT_LIMIT = 1024
+# Acks that confirm a replica handled a shipment flagged `rewrites_history`.
+_HANDLED = (replication_pb2.ACK_APPLIED, replication_pb2.ACK_DUPLICATE, replication_pb2.ACK_BUFFERED)
 
 
 @dataclass
@@ -33,6 +47,15 @@ class _Shipment:
     store: common_pb2.StoreRef
     version: int
     data: bytes
+
+
+@dataclass
+class _Sent:
+    """A request on the current stream, waiting for its ack (acks come one per request, in order)."""
+
+    store_id: str
+    flagged: bool
+    stale: bool = False  # sent before a rewrite of its partition: its ack may describe abandoned history
 
 
 class ReplicaLink:
@@ -47,6 +70,8 @@ class ReplicaLink:
         self._unacked: OrderedDict[tuple[str, int], _Shipment] = OrderedDict()
         self._acked: dict[str, int] = {}
         self._in_flight_bytes = 0
+        self._rewrites: dict[str, int] = {}  # store id -> version rewritten, until a replica handled it
+        self._sent: deque[_Sent] = deque()
         self._generation = 0
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"ship-{address}", daemon=True)
@@ -76,10 +101,28 @@ class ReplicaLink:
         for key in [k for k in self._unacked if store_id is None or k[0] == store_id]:
             del self._unacked[key]
             dropped += 1
+        self._recount()
+        return dropped
+
+    def rewrite(self, store_id: str, version: int) -> None:
+        """History of `store_id` was rewritten from `version` on: forget the abandoned shipments and flag
+        the partition's next shipments until the replica handled one."""
+        self._pending = deque(s for s in self._pending if s.store.store_id != store_id or s.version < version)
+        for key in [k for k in self._unacked if k[0] == store_id and k[1] >= version]:
+            del self._unacked[key]
+        self._recount()
+        for sent in self._sent:
+            if sent.store_id == store_id:
+                sent.stale = True
+        self._rewrites[store_id] = min(self._rewrites.get(store_id, version), version)
+        if store_id in self._acked:
+            self._acked[store_id] = min(self._acked[store_id], version - 1)
+        self._cond.notify_all()
+
+    def _recount(self) -> None:
         self._in_flight_bytes = sum(len(s.data) for s in self._pending) + sum(
             len(s.data) for s in self._unacked.values()
         )
-        return dropped
 
     # ----------------------------------------------------------------- the stream
 
@@ -104,12 +147,15 @@ class ReplicaLink:
                     return
                 shipment = self._pending.popleft()
                 self._unacked[(shipment.store.store_id, shipment.version)] = shipment
+                flagged = shipment.store.store_id in self._rewrites
+                self._sent.append(_Sent(shipment.store.store_id, flagged))
             yield replication_pb2.ShipRequest(
                 increment=common_pb2.IncrementBlob(
                     store=shipment.store,
                     version=shipment.version,
                     base_version=shipment.version - 1,
                     data=shipment.data,
+                    rewrites_history=flagged,
                 ),
                 primary_address=self._settings.address,
             )
@@ -118,9 +164,13 @@ class ReplicaLink:
         store_id = ack.held.store.store_id
         with self._cond:
             held = ack.held.version
-            self._acked[store_id] = held  # a replica restarted empty may go back: trust its latest word
-            for key in [k for k in self._unacked if k[0] == store_id and k[1] <= held]:
-                self._in_flight_bytes -= len(self._unacked.pop(key).data)
+            sent = self._sent.popleft() if self._sent else None
+            if sent is None or not sent.stale:
+                self._acked[store_id] = held  # a replica restarted empty may go back: trust its latest word
+                for key in [k for k in self._unacked if k[0] == store_id and k[1] <= held]:
+                    self._in_flight_bytes -= len(self._unacked.pop(key).data)
+                if sent is not None and sent.flagged and ack.status in _HANDLED:
+                    self._rewrites.pop(store_id, None)
             self._cond.notify_all()
         if ack.status in (replication_pb2.ACK_REJECTED_CORRUPT, replication_pb2.ACK_FAILED):
             log_event(
@@ -145,6 +195,7 @@ class ReplicaLink:
                 # Re-send, in order, whatever the previous stream did not get acked.
                 self._pending.extendleft(reversed(list(self._unacked.values())))
                 self._unacked.clear()
+                self._sent.clear()
                 self._generation += 1
                 generation = self._generation
             channel = grpc.insecure_channel(self.address, options=GRPC_MESSAGE_OPTIONS)
@@ -219,10 +270,17 @@ class Shipper:
         self._links: dict[str, ReplicaLink] = {}
 
     def ship(
-        self, store: common_pb2.StoreRef, data: bytes, sync: bool = False, sync_timeout: float = 0.0
+        self,
+        store: common_pb2.StoreRef,
+        data: bytes,
+        sync: bool = False,
+        sync_timeout: float = 0.0,
+        rewrites_history: bool = False,
     ) -> ShipOutcome:
         """Stream a committed increment to every replica of its partition, in version order.
 
+        `rewrites_history`: the primary committed this version after rolling back; replicas holding it or
+        later drop that history. A rewrite is also detected without the flag (see the module docstring).
         Raises CorruptFileError if `data` is not a sound increment of `store`.
         """
         increment = decode_increment(data, f"increment of {store.store_id} handed to ship")
@@ -234,7 +292,11 @@ class Shipper:
             if partition is None:
                 partition = self._partitions[store.store_id] = _PrimaryPartition(common_pb2.StoreRef())
                 partition.store.CopyFrom(store)
-            if version <= partition.version:
+            reason = self._rewrite_reason(store.store_id, version, partition.version, data, rewrites_history)
+            if reason:
+                dropped = self._log.drop_after(store.store_id, version - 1)
+                for link in self._links.values():
+                    link.rewrite(store.store_id, version)
                 log_event(
                     _log,
                     "history_rewritten",
@@ -242,6 +304,8 @@ class Shipper:
                     store=store.store_id,
                     version=version,
                     previous=partition.version,
+                    reason=reason,
+                    dropped_from_log=dropped,
                 )
             partition.version = version
             ask = (
@@ -271,6 +335,17 @@ class Shipper:
         if sync and not synced and links:
             detail = f"no replica acked version {version} within the sync timeout"
         return ShipOutcome(version, acked, synced, detail)
+
+    def _rewrite_reason(self, store_id: str, version: int, last: int, data: bytes, flagged: bool) -> str:
+        """Why shipping `version` rewrites the partition's history ("" if it does not)."""
+        if flagged:
+            return "flagged"
+        if version <= last:
+            return "version_not_after_last_shipped"
+        logged = self._log.known(store_id, version)
+        if logged is not None and logged.crc32 != increment_checksum(data):
+            return "bytes_differ_from_logged"
+        return ""
 
     def _link(self, node: control_pb2.NodeRef) -> ReplicaLink:
         link = self._links.get(node.address)
@@ -335,17 +410,29 @@ class Shipper:
                 for node in partition.group:
                     link = self._links.get(node.address)
                     acked = link.acked(store_id) if link else 0
-                    replicas.append(
-                        control_pb2.ReplicaProgress(
-                            node_id=node.node_id,
-                            acked_version=acked,
-                            lag_bytes=self._log.bytes_between(store_id, acked, partition.version),
-                        )
-                    )
-                reports.append(
-                    control_pb2.PrimaryReport(store=partition.store, version=partition.version, replicas=replicas)
-                )
-            return reports
+                    replicas.append(control_pb2.ReplicaProgress(node_id=node.node_id, acked_version=acked))
+                report = control_pb2.PrimaryReport(version=partition.version, replicas=replicas)
+                report.store.CopyFrom(partition.store)
+                reports.append(report)
+        for report in reports:  # outside the lock: may stat files of the checkpoint location
+            for replica in report.replicas:
+                replica.lag_bytes = self.lag_bytes(report.store, replica.acked_version, report.version)
+        return reports
+
+    def lag_bytes(self, store: common_pb2.StoreRef, acked: int, version: int) -> int:
+        """Bytes of increments `acked+1..version`: their sizes as logged (kept for the last few thousand
+        versions after their bytes are evicted), else their files' sizes in the checkpoint location.
+
+        Exact when each size is found; otherwise (location unreadable, or more than a thousand versions
+        not indexed) the sum of the sizes found, a lower bound.
+        """
+        total, unknown, _missing = self._log.sizes_between(store.store_id, acked, version, _LAG_STAT_LIMIT)
+        if unknown and store.checkpoint_dir:
+            location = CheckpointLocation(store.checkpoint_dir, store.store_id)
+            for v in unknown:
+                with contextlib.suppress(OSError):
+                    total += location.increment_path(v).stat().st_size
+        return total
 
     def close(self) -> None:
         """Stop every link."""

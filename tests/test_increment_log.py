@@ -1,0 +1,62 @@
+"""The primary's increment log: bytes evicted beyond its bound, sizes and checksums kept in a bounded index,
+history dropped on rewrite, and lag in bytes exact from the index or the checkpoint location."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from statestore.checkpoint_location import CheckpointLocation
+from statestore.node.increment_log import IncrementLog, increment_checksum
+from statestore.node.settings import NodeSettings
+from statestore.node.shipper import Shipper
+from statestore.rpc import common_pb2
+from statestore.store import VersionedStore
+
+STORE = "7/0/default"
+
+
+def _increments(tmp_path: Path, count: int) -> tuple[CheckpointLocation, list[bytes]]:
+    location = CheckpointLocation(tmp_path / "checkpoint", STORE)
+    with VersionedStore.open(tmp_path / "primary", STORE) as store:
+        for v in range(1, count + 1):
+            store.put(f"k{v}".encode(), b"x" * (10 * v))
+            location.commit(store)
+    return location, [location.increment_path(v).read_bytes() for v in range(1, count + 1)]
+
+
+def test_sizes_and_checksums_outlive_the_evicted_bytes(tmp_path: Path) -> None:
+    _, data = _increments(tmp_path, 10)
+    log = IncrementLog(max_bytes=3 * len(data[-1]))
+    for v, blob in enumerate(data, start=1):
+        log.add(STORE, v, blob)
+    assert log.get(STORE, 1) is None and log.get(STORE, 10) == data[9]
+    assert log.known(STORE, 1).size == len(data[0])
+    assert log.known(STORE, 1).crc32 == increment_checksum(data[0])
+    assert log.sizes_between(STORE, 2, 10, limit=100) == (sum(map(len, data[2:])), [], 0)
+
+
+def test_drop_after_forgets_the_abandoned_history(tmp_path: Path) -> None:
+    _, data = _increments(tmp_path, 6)
+    log = IncrementLog(max_bytes=1 << 20)
+    for v, blob in enumerate(data, start=1):
+        log.add(STORE, v, blob)
+    log.add("other", 5, data[4])
+    assert log.drop_after(STORE, 3) == 3
+    assert [log.get(STORE, v) is not None for v in range(1, 7)] == [True] * 3 + [False] * 3
+    assert log.known(STORE, 4) is None and log.get("other", 5) == data[4]
+    assert log.sizes_between(STORE, 0, 6, limit=100) == (sum(map(len, data[:3])), [4, 5, 6], 3)
+
+
+def test_lag_bytes_fall_back_to_the_checkpoint_locations_file_sizes(tmp_path: Path) -> None:
+    location, data = _increments(tmp_path, 12)
+    log = IncrementLog(max_bytes=1, max_indexed_versions=4)  # indexes versions 9..12 only
+    for v, blob in enumerate(data, start=1):
+        log.add(STORE, v, blob)
+    shipper = Shipper(NodeSettings(listen="127.0.0.1:0", data_dir=tmp_path / "node"), log, lambda: None)
+    readable = common_pb2.StoreRef(store_id=STORE, checkpoint_dir=str(location.path))
+    assert shipper.lag_bytes(readable, 2, 12) == sum(map(len, data[2:]))  # exact
+    assert shipper.lag_bytes(readable, 12, 12) == 0
+    # Without a readable checkpoint location only the indexed sizes count: a lower bound.
+    unreadable = common_pb2.StoreRef(store_id=STORE, checkpoint_dir=str(tmp_path / "elsewhere"))
+    assert shipper.lag_bytes(unreadable, 2, 12) == sum(map(len, data[8:]))
+    assert shipper.lag_bytes(common_pb2.StoreRef(store_id=STORE), 2, 12) == sum(map(len, data[8:]))
