@@ -120,3 +120,41 @@ def test_replica_detects_a_rewritten_version_by_its_bytes(cluster: Cluster, tmp_
         assert replica_digest(cluster.data_dir("node-c"), primary.ref.store_id) == (5, primary.digest())
     finally:
         primary.close()
+
+
+def test_replica_that_cannot_read_the_checkpoint_location_rebuilds_from_the_primarys_node(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    primary = Primary(tmp_path, "5/3/default", cluster.addresses["node-a"])
+    try:
+        old = [_commit(primary, 0, "old") for _ in range(6)]
+        primary.roll_back(4)
+        new = [_commit(primary, 5, "new") for _ in range(2)]  # new 5 and 6
+        unreadable = common_pb2.StoreRef(store_id=primary.ref.store_id, checkpoint_dir=str(tmp_path / "not-here"))
+
+        def ship(node: str, items: list[tuple[int, bytes, bool]]) -> list[replication_pb2.ShipAck]:
+            requests = [
+                replication_pb2.ShipRequest(
+                    increment=common_pb2.IncrementBlob(
+                        store=unreadable, version=v, base_version=v - 1, data=data, rewrites_history=flag
+                    ),
+                    primary_address=cluster.addresses["node-a"],
+                )
+                for v, data, flag in items
+            ]
+            with grpc.insecure_channel(cluster.addresses[node]) as channel:
+                return list(replication_pb2_grpc.ReplicationStub(channel).Ship(iter(requests), timeout=15))
+
+        # node-a (standing for the primary's node) holds a replica at 4, which it serves as a snapshot.
+        ship("node-a", [(v, old[v - 1], False) for v in range(1, 5)])
+        ship("node-c", [(v, old[v - 1], False) for v in range(1, 7)])
+        acks = ship("node-c", [(5, new[0], True), (6, new[1], False)])
+        assert [(a.status, a.held.version) for a in acks] == [
+            (replication_pb2.ACK_APPLIED, 5),
+            (replication_pb2.ACK_APPLIED, 6),
+        ]
+        assert replica_digest(cluster.data_dir("node-c"), primary.ref.store_id) == (6, primary.digest())
+        rewound = cluster.processes["node-c"].log().split('"event": "history_rewound"')[-1].splitlines()[0]
+        assert '"source": "primary_snapshot"' in rewound and '"held": 6' in rewound
+    finally:
+        primary.close()
