@@ -28,7 +28,7 @@ def best_group(problem: Problem, p: int, counts: np.ndarray) -> np.ndarray | Non
     increment = problem.increment[p]
     if problem.known[p]:
         own += problem.migration_weight * problem.size[p] * ~holder
-    as_primary = own + problem.migration_weight * increment * (holder & (nodes != problem.old_primary[p]))
+    as_primary = own + problem.primary_costs[p]
     q = problem.replicas
     if q == 0:
         a = int(np.argmin(as_primary))
@@ -89,12 +89,9 @@ def group_cost(problem: Problem, p: int, group: np.ndarray, counts: np.ndarray) 
     if (counts[group] >= width).any():
         return float("inf")
     load = problem.slot_costs[group, counts[group]].sum()
-    holder = problem.holder[p, group]
-    migration = problem.size[p] * (~holder).sum() if problem.known[p] else 0.0
-    if holder[0] and group[0] != problem.old_primary[p]:
-        migration += problem.increment[p]
+    new_copies = problem.size[p] * (~problem.holder[p, group]).sum() if problem.known[p] else 0.0
     traffic = problem.horizon * problem.increment[p] * problem.hops[group[0], group[1:]].sum()
-    return float(traffic + load + problem.migration_weight * migration)
+    return float(traffic + load + problem.migration_weight * new_copies + problem.primary_costs[p, group[0]])
 
 
 def improvable(problem: Problem, X: np.ndarray, counts: np.ndarray, tolerance: float = 1e-9) -> np.ndarray:
@@ -126,9 +123,7 @@ def improvable(problem: Problem, X: np.ndarray, counts: np.ndarray, tolerance: f
         own = marginal[None, :] + moving * ~holder
         own[r, group] = own_slot + (moving * ~holder[r, group])
         increment = problem.increment[rows]
-        handover = problem.migration_weight * increment[:, None] * (
-            holder & (nodes[None, :] != problem.old_primary[rows][:, None])
-        )
+        handover = problem.primary_costs[rows]
         current = (own[r, group].sum(axis=1) + handover[r[:, 0], group[:, 0]]
                    + problem.horizon * increment * problem.hops[group[:, :1], group[:, 1:]].sum(axis=1))
         if q == 0:

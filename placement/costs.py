@@ -8,9 +8,9 @@ Three parts, all linear in the placement except the load part, which is convex p
   `load_weight * mean_increment * (n.load + k / n.capacity)`: the node's utilisation once that role is
   there, so each extra role costs more than the one before (convex, which spreads roles by capacity);
 - migration: against the current placement, every new copy of a partition costs its `size_bytes`
-  (a replica is bootstrapped from a snapshot), and moving the primary to a node that already holds a copy
-  costs one `increment_bytes` (the hand-over needs at most the last increment), both times
-  `migration_weight`.
+  (a replica is bootstrapped from a snapshot), and every change of primary costs one `increment_bytes`
+  (the hand-over: the new primary needs the last increment before it serves), both times
+  `migration_weight`. Partitions without a current group start empty and migrate nothing.
 
 `horizon_batches` is how many batches a placement is expected to last: it converts per-batch costs into
 the same unit as one-off migration, so a role moves only when what it saves over the horizon exceeds the

@@ -12,13 +12,15 @@ from placement.topology import Topology
 
 @dataclass(frozen=True)
 class Move:
-    """Role `role` of `partition` leaves node `source` for node `target`, shipping `bytes` to it.
+    """A copy of `partition` leaves node `source` for node `target`, which takes `role` there.
 
-    `source` is None when the role is new (more replicas), `target` None when it is dropped (fewer).
-    `bytes` is the state size for a node that holds no copy yet, one increment when the primary moves to
-    a node that already holds a replica (a hand-over), 0 when the target already holds the state.
-    `sender` is the live node that ships those bytes: the source when it is alive, else the nearest
-    live holder; None when nothing is shipped or it comes from the checkpoint location.
+    Two kinds. A *copy move* puts a new copy on `target` (a node that held none): `bytes` is the state
+    size, plus one increment when the new copy becomes primary (the hand-over). `source` is the node
+    whose copy it replaces (None when a replica is added); the node leaving the primary role, if any,
+    stays in the group as a replica. A *hand-over* moves the primary role to a node that already holds
+    a copy: `bytes` is one increment. A dropped copy has `target` None and ships nothing. `sender` is
+    the live node that ships the bytes: the source when it is alive, else the nearest live holder;
+    None when nothing is shipped or the bytes come from the checkpoint location.
     """
 
     partition: str
@@ -30,9 +32,9 @@ class Move:
 
     @property
     def participants(self) -> tuple[str, ...]:
-        """The nodes busy with this move: the one that ships and the one that takes the role.
+        """The nodes busy with this move: the one that ships and the one that receives.
 
-        A dropped role has none: its node deletes the copy, in no transfer.
+        A dropped copy has none: its node deletes it, in no transfer.
         """
         return tuple(n for n in (self.sender, self.target) if n is not None)
 
@@ -56,8 +58,10 @@ def diff_moves(
 ) -> list[Move]:
     """The moves that turn `before` into `after`, on `topology` (the nodes alive after the change).
 
-    Partitions new in `after` start empty and need no move; a replica that merely changes rank is not a
-    move. Replicas that leave a node are paired, in group order, with replicas that arrive.
+    Per partition: a hand-over if the primary moves to a node that held a copy, then one copy move per
+    node that gains a copy, paired in group order with the nodes that lose one (a copy that merely
+    changes role is no copy move). Partitions new in `after` start empty and need none. The bytes of
+    all moves, times the migration weight, are the migration part of the cost.
     """
     demand = {d.id: d for d in demands}
     moves: list[Move] = []
@@ -66,40 +70,27 @@ def diff_moves(
         if old is None:
             continue
         d = demand[partition]
-        alive_holders = [n for n in old.nodes if n in topology]
-        if new.primary != old.primary:
-            moves.append(_move(d, Role.PRIMARY, old.primary, new.primary, alive_holders, topology))
-        leaving = [n for n in old.replicas if n not in new.replicas]
-        arriving = [n for n in new.replicas if n not in old.replicas]
-        for i in range(max(len(leaving), len(arriving))):
-            source = leaving[i] if i < len(leaving) else None
-            target = arriving[i] if i < len(arriving) else None
-            moves.append(_move(d, Role.REPLICA, source, target, alive_holders, topology))
+        alive = [n for n in old.nodes if n in topology]
+        primary_moves = new.primary != old.primary
+        if primary_moves and new.primary in old.nodes:
+            sender = old.primary if old.primary in topology else None
+            moves.append(Move(partition, Role.PRIMARY, old.primary, new.primary, d.increment_bytes, sender))
+        lost = [n for n in old.nodes if n not in new.nodes]
+        gained = [n for n in new.nodes if n not in old.nodes]
+        for i in range(max(len(lost), len(gained))):
+            source = lost[i] if i < len(lost) else None
+            target = gained[i] if i < len(gained) else None
+            if target is None:
+                moves.append(Move(partition, old.role_of(source) or Role.REPLICA, source, None, 0, None))
+                continue
+            role = new.role_of(target) or Role.REPLICA
+            shipped = d.size_bytes + (d.increment_bytes if role is Role.PRIMARY else 0)
+            if source is not None and source in topology:
+                sender = source
+            else:
+                sender = _nearest(target, [n for n in alive if n != target], topology)
+            moves.append(Move(partition, role, source, target, shipped, sender))
     return moves
-
-
-def _move(
-    demand: PartitionDemand,
-    role: Role,
-    source: str | None,
-    target: str | None,
-    alive_holders: list[str],
-    topology: Topology,
-) -> Move:
-    if target is None:
-        return Move(demand.id, role, source, None, 0, None)
-    if target not in alive_holders:
-        shipped = demand.size_bytes  # a new copy
-    elif role is Role.PRIMARY:
-        shipped = demand.increment_bytes  # a hand-over to a node holding a replica
-    else:
-        shipped = 0  # the target keeps the copy it holds
-    sender: str | None = None
-    if shipped and source is not None and source in topology:
-        sender = source
-    elif shipped == demand.size_bytes and shipped:
-        sender = _nearest(target, [n for n in alive_holders if n != target], topology)
-    return Move(demand.id, role, source, target, shipped, sender)
 
 
 def _nearest(target: str, candidates: list[str], topology: Topology) -> str | None:

@@ -42,8 +42,7 @@ def choose_primaries(problem: Problem, X: np.ndarray, rows: np.ndarray | None = 
     group = X[rows]
     increment = problem.increment[rows][:, None]
     traffic = problem.horizon * increment * problem.hops[group[:, :, None], group[:, None, :]].sum(axis=2)
-    handover = problem.holder[rows[:, None], group] & (group != problem.old_primary[rows][:, None])
-    cost = traffic + problem.migration_weight * increment * handover
+    cost = traffic + problem.primary_costs[rows[:, None], group]
     best = np.argmin(cost, axis=1)
     i = np.arange(len(rows))
     better = cost[i, best] < cost[:, 0] - 1e-9 * np.maximum(1.0, np.abs(cost[:, 0]))
@@ -74,8 +73,8 @@ def permute_groups(problem: Problem, X: np.ndarray, chunk_roles: int) -> np.ndar
         holds = problem.holder[chunk[:, None, None], groups[None, :, :]]  # [partition, group, copy]
         increment = problem.increment[chunk][:, None, None]
         traffic = problem.horizon * increment * problem.hops[groups[:, :, None], groups[:, None, :]].sum(axis=2)
-        handover = holds & (groups[None, :, :] != problem.old_primary[chunk][:, None, None])
-        lead = (traffic + problem.migration_weight * increment * handover).min(axis=2)
+        handover = problem.primary_costs[chunk[:, None, None], groups[None, :, :]]
+        lead = (traffic + handover).min(axis=2)
         new_copies = (~holds).sum(axis=2) * (problem.size * problem.known)[chunk][:, None]
         _, pick = linear_sum_assignment(lead + problem.migration_weight * new_copies)
         X[chunk] = groups[pick]

@@ -71,6 +71,16 @@ class Problem:
         return np.isfinite(self.slot_costs).sum(axis=1)
 
     @cached_property
+    def primary_costs(self) -> np.ndarray:
+        """(l, z): the hand-over cost of a partition's primary sitting on each node.
+
+        Moving the primary of a partition that has a current group costs one increment (the new primary
+        must have the last one before it serves); keeping it where it is costs nothing.
+        """
+        moved = np.arange(self.nodes)[None, :] != self.old_primary[:, None]
+        return self.migration_weight * (self.increment * self.known)[:, None] * moved
+
+    @cached_property
     def cumulative_slot_costs(self) -> np.ndarray:
         """Load cost of a node holding j+1 roles, at [n, j]."""
         return np.cumsum(self.slot_costs, axis=1)
@@ -151,8 +161,8 @@ class Problem:
             load = float(self.cumulative_slot_costs[used, counts[used] - 1].sum())
         new_copies = (self.size[:, None] * (~self.holder[rows, X] & self.known[:, None])).sum()
         primary = X[:, 0] if X.size else np.zeros(0, dtype=np.int64)
-        handed_over = (primary != self.old_primary) & self.holder[np.arange(self.partitions), primary]
-        migration = self.migration_weight * float(new_copies + self.increment[handed_over].sum())
+        handovers = self.primary_costs[np.arange(self.partitions), primary].sum()
+        migration = self.migration_weight * float(new_copies) + float(handovers)
         return CostBreakdown(traffic=traffic, load=load, migration=migration)
 
     def violations(self, X: np.ndarray) -> list[str]:
@@ -193,8 +203,7 @@ class Problem:
             if lookahead:
                 to_replicas += (~placed).sum(axis=1)[:, None] * self.lookahead[None, :]
             hops[is_primary] = to_replicas
-            not_old = np.arange(self.nodes)[None, :] != self.old_primary[rows][is_primary][:, None]
-            cost[is_primary] += self.migration_weight * increment[is_primary] * (holder[is_primary] & not_old)
+            cost[is_primary] += self.primary_costs[rows[is_primary]]
         if (~is_primary).any():
             primary = others[~is_primary, 0]
             hops[~is_primary] = np.where((primary >= 0)[:, None], self.hops[np.maximum(primary, 0)], 0.0)
@@ -215,17 +224,15 @@ class Problem:
         others = group[np.arange(copies)[None, :] != which[:, None]].reshape(r, copies - 1)
         increment = self.increment[rows][:, None]
         holder = self.holder[rows]
-        old_primary = self.old_primary[rows][:, None]
         new_copy = self.migration_weight * self.size[rows][:, None] * (~holder & self.known[rows][:, None])
-        handover = self.migration_weight * increment * (holder & (np.arange(self.nodes)[None, :] != old_primary))
+        handover = self.primary_costs[rows]
         best = self.horizon * increment * self.hops[others].sum(axis=1) + handover  # the new copy leads
         if copies > 1:
             among = self.hops[others[:, :, None], others[:, None, :]].sum(axis=2)
-            others_handover = holder[np.arange(r)[:, None], others] & (others != old_primary)
+            others_handover = handover[np.arange(r)[:, None], others]
             for i in range(copies - 1):  # copy i of the others leads
                 lead = self.horizon * increment * (among[:, i : i + 1] + self.hops[others[:, i]])
-                lead += self.migration_weight * increment * others_handover[:, i : i + 1]
-                best = np.minimum(best, lead)
+                best = np.minimum(best, lead + others_handover[:, i : i + 1])
         cost = new_copy + best
         cost[self.forbidden(others)] = np.inf
         return cost

@@ -101,7 +101,7 @@ def brute_force(
             cost = model.horizon_batches * d.increment_bytes * sum(hops[members[0], r] for r in members[1:])
             if old is not None:
                 moved = d.size_bytes * sum(m not in holders for m in members)
-                if members[0] in holders and ids[members[0]] != old.primary:
+                if ids[members[0]] != old.primary:  # a hand-over: the new primary needs the last increment
                     moved += d.increment_bytes
                 cost += model.migration_weight * moved
             per_group[p, g] = cost

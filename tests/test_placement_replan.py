@@ -80,10 +80,13 @@ def test_a_failed_node_moves_only_its_own_roles(cluster) -> None:
             assert group == old
         else:
             assert set(old.nodes) - {victim} <= set(group.nodes)
+    by_id = {d.id: d for d in demands}
     for move in plan.moves:
-        size = next(d.size_bytes for d in demands if d.id == move.partition)
-        assert move.bytes == size and move.target not in current[move.partition].nodes
+        d = by_id[move.partition]
+        assert move.bytes == d.size_bytes + (d.increment_bytes if move.role is Role.PRIMARY else 0)
+        assert move.target not in current[move.partition].nodes
         assert move.sender in current[move.partition].nodes and move.sender != victim
+    assert sum(move.bytes for move in plan.moves) == plan.cost.migration
 
 
 def test_a_leaving_node_serves_its_own_state_while_its_roles_move(cluster) -> None:
@@ -151,6 +154,7 @@ def test_moves_on_small_states_each_pay_for_themselves(change: str) -> None:
     forced = {victim} if change in ("fail", "leave") else set()
     assert_every_optional_move_pays(after, demands, current, plan, CostModel(), forced)
     assert plan.placement.replicas == 2
+    assert sum(move.bytes for move in plan.moves) == pytest.approx(plan.cost.migration)
 
 
 def test_more_and_fewer_replicas() -> None:
@@ -165,16 +169,29 @@ def test_more_and_fewer_replicas() -> None:
     drops = [m for m in fewer.moves if m.target is None]
     assert len(drops) == 10 and all(m.bytes == 0 and m.participants == () for m in drops)
     assert all(g.primary in current[p].nodes for p, g in fewer.placement.items())  # no new copy
+    assert sum(m.bytes for m in fewer.moves) == fewer.cost.migration
 
 
-def test_move_bytes_and_senders() -> None:
+def test_move_kinds_bytes_and_senders() -> None:
     topology = Topology(tuple(Node(n, f"r{n}") for n in "abcde"))
     demands = [PartitionDemand("p", size_bytes=1000, increment_bytes=10)]
     before = Placement({"p": ReplicaGroup("a", ("b", "c"))})
-    # a hand-over to a replica holder costs one increment; the old primary, alive, becomes a replica
-    swap = diff_moves(before, Placement({"p": ReplicaGroup("b", ("a", "c"))}), demands, topology)
-    assert swap == [Move("p", Role.PRIMARY, "a", "b", 10, "a"), Move("p", Role.REPLICA, "b", "a", 0, None)]
-    # the primary's node failed: its role goes to a new node, fed by the nearest survivor
+
+    def moves(after: ReplicaGroup, on: Topology = topology) -> list[Move]:
+        return diff_moves(before, Placement({"p": after}), demands, on)
+
+    # a hand-over to a replica: one increment from the old primary, which stays as a replica
+    assert moves(ReplicaGroup("b", ("a", "c"))) == [Move("p", Role.PRIMARY, "a", "b", 10, "a")]
+    # a replica moves: the state, from the node it leaves
+    assert moves(ReplicaGroup("a", ("d", "c"))) == [Move("p", Role.REPLICA, "b", "d", 1000, "b")]
+    # the primary's node failed: a new node takes its copy and the primary role, fed by a survivor
     without_a = apply_change(topology, NodeFailed("a"))
-    failed = diff_moves(before, Placement({"p": ReplicaGroup("d", ("b", "c"))}), demands, without_a)
-    assert failed == [Move("p", Role.PRIMARY, "a", "d", 1000, "b")]
+    assert moves(ReplicaGroup("d", ("b", "c")), without_a) == [Move("p", Role.PRIMARY, "a", "d", 1010, "b")]
+    # ... or a replica is promoted (the last increment from the checkpoint) and a new replica added
+    assert moves(ReplicaGroup("b", ("c", "d")), without_a) == [
+        Move("p", Role.PRIMARY, "a", "b", 10, None),
+        Move("p", Role.REPLICA, "a", "d", 1000, "b"),
+    ]
+    # a dropped replica ships nothing and keeps nobody busy
+    fewer = diff_moves(before, Placement({"p": ReplicaGroup("a", ("b",))}), demands, topology)
+    assert fewer == [Move("p", Role.REPLICA, "c", None, 0, None)] and fewer[0].participants == ()
