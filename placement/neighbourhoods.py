@@ -9,12 +9,16 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from placement.assignment import assign_to_slots
 from placement.best_group import best_group, group_cost, improvable
 from placement.problem import Problem
+
+EVERY_PATTERN_UP_TO = 81
 
 
 def move_copies(problem: Problem, X: np.ndarray, which: np.ndarray, chunk_roles: int) -> np.ndarray:
@@ -113,11 +117,12 @@ def copy_patterns(partitions: int, copies: int, round_: int) -> list[np.ndarray]
     First every column alone, then `copies` mixed steps where partition p moves column
     (shift + h(p)) mod copies, h differing per round, so that over the rounds any two
     partitions meet with any two columns: the replica of one may then take the primary's node of another.
-    h is drawn from a generator seeded by the round number, so results are reproducible.
+    h is drawn from a generator seeded by the round number, so results are reproducible. A small
+    problem gets every combination of columns instead, which searches its neighbourhood completely.
     """
+    if copies**partitions <= EVERY_PATTERN_UP_TO:
+        return [np.array(pattern) for pattern in itertools.product(range(copies), repeat=partitions)]
     same = [np.full(partitions, column) for column in range(copies)]
-    if copies == 1:
-        return same
     h = np.random.default_rng(round_).integers(0, copies, size=partitions)
     return same + [(shift + h) % copies for shift in range(copies)]
 
