@@ -27,6 +27,12 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--bootstrap-min-gap", type=int, default=16, metavar="VERSIONS")
     parser.add_argument("--bootstrap-mb-per-second", type=float, default=64)
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--local-socket", type=Path, metavar="PATH", help="serve the provider's local channel on this Unix socket"
+    )
+    parser.add_argument(
+        "--parent-pid", type=int, metavar="PID", help="exit when this process exits (a sidecar of an executor JVM)"
+    )
     parser.set_defaults(handler=_run)
 
 
@@ -48,4 +54,4 @@ def _run(args: argparse.Namespace) -> int:
         bootstrap_min_gap=args.bootstrap_min_gap,
         bootstrap_bytes_per_second=int(args.bootstrap_mb_per_second * MIB),
     )
-    return run_node(settings)
+    return run_node(settings, args.local_socket, args.parent_pid)

@@ -9,20 +9,23 @@ import socket
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from concurrent import futures
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from statestore.node.increment_log import IncrementLog
+from statestore.node.local_channel import Committed, LocalChannelError, LocalChannelServer, ShipResult
 from statestore.node.logs import log_event
 from statestore.node.membership import Heartbeater
 from statestore.node.replica import ReplicaSet
 from statestore.node.service import PrimaryService, ReplicationService
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
 from statestore.node.shipper import Shipper
-from statestore.rpc import replication_pb2_grpc
+from statestore.rpc import common_pb2, replication_pb2_grpc
 
 _log = logging.getLogger("statestore.node")
 SERVICE_NAMES = ("statestore.rpc.Replication", "statestore.rpc.Primary")
@@ -64,21 +67,25 @@ def check_data_dir(path: Path) -> None:
 
 
 class StateNode:
-    """One state node: replicas, shipper, membership and the gRPC server that exposes them."""
+    """One state node: replicas, shipper, membership, the gRPC server and the local channel that expose them.
 
-    def __init__(self, settings: NodeSettings) -> None:
+    `local_socket`: serve the provider's local channel there (docs/formats.md section 6).
+    """
+
+    def __init__(self, settings: NodeSettings, local_socket: Path | None = None) -> None:
         self.settings = settings
         self._server: grpc.Server | None = None
         self._health = health.HealthServicer()
         self._stopped = threading.Event()
         self.replicas = ReplicaSet(settings.data_dir / "replicas", settings)
         self.increment_log = IncrementLog(settings.increment_log_bytes)
-        self.shipper = Shipper(settings, self.increment_log, self._ask_replica_groups)
-        self.heartbeater = Heartbeater(
-            settings, self.shipper.reports, self.replicas.held, self.shipper.set_replica_groups
-        )
+        # Built in start(), once the listening port is known (`--listen HOST:0` binds any free port).
+        self.shipper: Shipper | None = None
+        self.heartbeater: Heartbeater | None = None
+        self.local_channel = LocalChannelServer(local_socket, self._ship_committed) if local_socket else None
 
     def _ask_replica_groups(self) -> None:
+        assert self.heartbeater is not None
         self.heartbeater.beat()
 
     def start(self) -> None:
@@ -87,23 +94,36 @@ class StateNode:
         check_port_free(self.settings.listen)
         scratch = self.settings.data_dir / "scratch"
         scratch.mkdir(exist_ok=True)
-        self.replicas.open_existing()
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="rpc"),
             # Without this gRPC binds with SO_REUSEPORT and a second node on the same port starts silently.
             options=[("grpc.so_reuseport", 0), *GRPC_MESSAGE_OPTIONS],
         )
-        replication_pb2_grpc.add_ReplicationServicer_to_server(
-            ReplicationService(self.settings, self.replicas, self.increment_log, scratch), server
-        )
-        replication_pb2_grpc.add_PrimaryServicer_to_server(PrimaryService(self.shipper), server)
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         try:
             port = server.add_insecure_port(self.settings.listen)
         except RuntimeError as exc:
             raise NodeStartupError(f"cannot listen on {self.settings.listen}: {exc}") from exc
         if port == 0:
             raise NodeStartupError(f"cannot listen on {self.settings.listen}")
+        host, requested = split_address(self.settings.listen)
+        if requested == 0:
+            bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            self.settings = replace(self.settings, listen=bound)
+        self.shipper = Shipper(self.settings, self.increment_log, self._ask_replica_groups)
+        self.heartbeater = Heartbeater(
+            self.settings, self.shipper.reports, self.replicas.held, self.shipper.set_replica_groups
+        )
+        self.replicas.open_existing()
+        replication_pb2_grpc.add_ReplicationServicer_to_server(
+            ReplicationService(self.settings, self.replicas, self.increment_log, scratch), server
+        )
+        replication_pb2_grpc.add_PrimaryServicer_to_server(PrimaryService(self.shipper), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        if self.local_channel is not None:
+            try:
+                self.local_channel.start()
+            except LocalChannelError as exc:
+                raise NodeStartupError(str(exc)) from exc
         server.start()
         self._server = server
         for name in ("", *SERVICE_NAMES):
@@ -115,9 +135,18 @@ class StateNode:
             node=self.settings.identity,
             data_dir=str(self.settings.data_dir),
             controller=self.settings.controller,
+            local_socket=str(self.local_channel.path) if self.local_channel else None,
             pid=os.getpid(),
         )
         self.heartbeater.start()
+
+    def _ship_committed(self, store: common_pb2.StoreRef, message: Committed) -> ShipResult:
+        """The local channel's COMMITTED: the same shipping path as `Primary.Ship`."""
+        assert self.shipper is not None
+        outcome = self.shipper.ship(
+            store, message.increment, message.sync, 0.0, rewrites_history=message.rewrites_history
+        )
+        return ShipResult(synced=outcome.synced, detail=outcome.detail)
 
     def stop(self, grace: float = 5.0) -> None:
         """Stop serving (in-flight calls get `grace` seconds), stop shipping, close the replicas."""
@@ -126,8 +155,12 @@ class StateNode:
         self._stopped.set()
         log_event(_log, "stopping", grace_seconds=grace)
         self._health.enter_graceful_shutdown()
-        self.heartbeater.stop()
-        self.shipper.close()
+        if self.local_channel is not None:
+            self.local_channel.stop()
+        if self.heartbeater is not None:
+            self.heartbeater.stop()
+        if self.shipper is not None:
+            self.shipper.close()
         if self._server is not None:
             self._server.stop(grace).wait()
         self.replicas.close()
@@ -138,9 +171,38 @@ class StateNode:
         self._stopped.wait()
 
 
-def run_node(settings: NodeSettings) -> int:
-    """Run a node until SIGTERM or SIGINT; returns the process exit code."""
-    node = StateNode(settings)
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return True
+    return fields[0] != "Z"
+
+
+def watch_parent(parent_pid: int, on_gone: Callable[[], None], interval: float = 0.5) -> threading.Thread:
+    """Call `on_gone` once process `parent_pid` has exited (a sidecar follows its executor JVM)."""
+
+    def watch() -> None:
+        while process_alive(parent_pid):
+            threading.Event().wait(interval)
+        log_event(_log, "parent_gone", parent_pid=parent_pid)
+        on_gone()
+
+    thread = threading.Thread(target=watch, name="parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def run_node(settings: NodeSettings, local_socket: Path | None = None, parent_pid: int | None = None) -> int:
+    """Run a node until SIGTERM or SIGINT (or until `parent_pid` exits); returns the process exit code."""
+    node = StateNode(settings, local_socket)
     stop_requested = threading.Event()
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -149,6 +211,8 @@ def run_node(settings: NodeSettings) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+    if parent_pid is not None:
+        watch_parent(parent_pid, stop_requested.set)
     try:
         node.start()
     except NodeStartupError as exc:

@@ -1,0 +1,364 @@
+"""The local channel: the provider in the executor JVM hands each committed increment to its state node.
+
+A Unix domain socket speaking the framed messages of docs/formats.md section 6. Every `COMMITTED` takes
+the same path as `Primary.Ship`: the increment is verified, kept in the increment log and queued for the
+partition's replica group; the node answers with one `REPLY` per request, in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import stat
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from statestore.errors import StateStoreError
+from statestore.node.logs import log_event
+from statestore.rpc import common_pb2
+
+_log = logging.getLogger("statestore.node.local_channel")
+
+COMMITTED = 1
+REPLY = 2
+MATERIALIZE = 3
+PROMOTE = 4
+DEMOTE = 5
+
+STATUS_ACCEPTED = 0
+STATUS_REPLICATED = 1
+STATUS_NOT_REPLICATED = 2
+STATUS_REFUSED = 3
+
+FLAG_SYNC = 1
+FLAG_REWRITES_HISTORY = 2
+
+# Linux's sockaddr_un holds 108 bytes including the terminating NUL.
+MAX_SOCKET_PATH_BYTES = 107
+# Largest frame accepted: the same bound as the node's gRPC messages.
+MAX_FRAME_BYTES = 512 * 1024 * 1024
+
+
+class LocalChannelError(Exception):
+    """The local socket cannot be served (path too long, in use, not a socket)."""
+
+
+class FrameError(Exception):
+    """A frame that does not follow docs/formats.md section 6."""
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A `COMMITTED` frame: version `version` of a store partition was committed by the local primary."""
+
+    store_id: str
+    checkpoint_dir: str
+    version: int
+    sync: bool
+    rewrites_history: bool
+    increment: bytes
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A `REPLY` frame."""
+
+    status: int
+    message: str
+
+
+# ----------------------------------------------------------------------------- frames
+
+
+class _Reader:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+        self._at = 0
+
+    def take(self, n: int) -> bytes:
+        if self._at + n > len(self._body):
+            raise FrameError(f"frame truncated: needs {self._at + n} bytes, has {len(self._body)}")
+        chunk = self._body[self._at : self._at + n]
+        self._at += n
+        return chunk
+
+    def u8(self) -> int:
+        return self.take(1)[0]
+
+    def u16(self) -> int:
+        return struct.unpack(">H", self.take(2))[0]
+
+    def u32(self) -> int:
+        return struct.unpack(">I", self.take(4))[0]
+
+    def u64(self) -> int:
+        return struct.unpack(">Q", self.take(8))[0]
+
+    def string(self) -> str:
+        try:
+            return self.take(self.u16()).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FrameError(f"string is not UTF-8: {exc}") from exc
+
+    def end(self) -> None:
+        if self._at != len(self._body):
+            raise FrameError(f"{len(self._body) - self._at} trailing bytes after the fields")
+
+
+def _string(value: str) -> bytes:
+    data = value.encode("utf-8")
+    return struct.pack(">H", len(data)) + data
+
+
+def frame(frame_type: int, fields: bytes) -> bytes:
+    """A whole frame: `u32 length`, `u8 type`, then the fields."""
+    return struct.pack(">IB", len(fields) + 1, frame_type) + fields
+
+
+def encode_committed(message: Committed) -> bytes:
+    """The `COMMITTED` frame of `message` (what the provider sends)."""
+    flags = (FLAG_SYNC if message.sync else 0) | (FLAG_REWRITES_HISTORY if message.rewrites_history else 0)
+    fields = (
+        _string(message.store_id)
+        + _string(message.checkpoint_dir)
+        + struct.pack(">QBI", message.version, flags, len(message.increment))
+        + message.increment
+    )
+    return frame(COMMITTED, fields)
+
+
+def decode_committed(fields: bytes) -> Committed:
+    """The `COMMITTED` message whose fields (after the type byte) are `fields`. Raises FrameError."""
+    reader = _Reader(fields)
+    store_id = reader.string()
+    checkpoint_dir = reader.string()
+    version = reader.u64()
+    flags = reader.u8()
+    if flags & ~(FLAG_SYNC | FLAG_REWRITES_HISTORY):
+        raise FrameError(f"unknown flag bits {flags:#04x}")
+    increment = reader.take(reader.u32())
+    reader.end()
+    return Committed(
+        store_id, checkpoint_dir, version, bool(flags & FLAG_SYNC), bool(flags & FLAG_REWRITES_HISTORY), increment
+    )
+
+
+def encode_reply(reply: Reply) -> bytes:
+    """The `REPLY` frame of `reply`."""
+    return frame(REPLY, bytes([reply.status]) + _string(reply.message[:4000]))
+
+
+def decode_reply(fields: bytes) -> Reply:
+    """The `REPLY` message whose fields (after the type byte) are `fields`. Raises FrameError."""
+    reader = _Reader(fields)
+    status = reader.u8()
+    message = reader.string()
+    reader.end()
+    return Reply(status, message)
+
+
+def _recv_exactly(conn: socket.socket, n: int) -> bytes | None:
+    chunks = []
+    remaining = n
+    while remaining:
+        chunk = conn.recv(min(remaining, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(conn: socket.socket) -> tuple[int, bytes] | None:
+    """The next frame's (type, fields), or None at a clean end of stream. Raises FrameError."""
+    header = _recv_exactly(conn, 4)
+    if header is None:
+        return None
+    (length,) = struct.unpack(">I", header)
+    if length < 1 or length > MAX_FRAME_BYTES:
+        raise FrameError(f"frame length {length} outside 1..{MAX_FRAME_BYTES}")
+    body = _recv_exactly(conn, length)
+    if body is None:
+        raise FrameError(f"stream ended inside a frame of {length} bytes")
+    return body[0], body[1:]
+
+
+def checkpoint_path(checkpoint_dir: str) -> str:
+    """A local path for a `file:` URI (as Hadoop names the provider's checkpoint location); others as given."""
+    if checkpoint_dir.startswith("file:"):
+        return unquote(urlparse(checkpoint_dir).path)
+    return checkpoint_dir
+
+
+def _header_mismatch(message: Committed) -> str:
+    """Why the increment's header disagrees with the frame's store and version ("" when it agrees).
+
+    Only the header's identity and version: the shipping path checks the whole increment (format, CRC).
+    """
+    data = message.increment
+    if len(data) < 10 or data[:4] != b"SSIN":
+        return f"increment of {message.store_id} version {message.version} is not an increment (bad magic)"
+    (id_len,) = struct.unpack_from(">H", data, 8)
+    if len(data) < 10 + id_len + 8:
+        return f"increment of {message.store_id} version {message.version} is truncated"
+    store_id = data[10 : 10 + id_len].decode("utf-8", errors="replace")
+    (version,) = struct.unpack_from(">Q", data, 10 + id_len)
+    if store_id != message.store_id or version != message.version:
+        return (
+            f"frame says store {message.store_id!r} version {message.version}, "
+            f"its increment says store {store_id!r} version {version}"
+        )
+    return ""
+
+
+# ----------------------------------------------------------------------------- the server
+
+ShipFunction = Callable[[common_pb2.StoreRef, "Committed"], "ShipResult"]
+
+
+@dataclass(frozen=True)
+class ShipResult:
+    """What the shipping path did with one increment: whether a replica acked it (sync) and a note."""
+
+    synced: bool
+    detail: str
+
+
+class LocalChannelServer:
+    """Serves the local socket: one thread accepts, one thread per connection answers its requests in order."""
+
+    def __init__(self, path: Path, ship: ShipFunction) -> None:
+        self.path = Path(path)
+        self._ship = ship
+        self._listener: socket.socket | None = None
+        self._connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+
+    def start(self) -> None:
+        """Bind the socket (replacing a stale one nobody listens on) and accept connections."""
+        encoded = os.fsencode(self.path)
+        if len(encoded) > MAX_SOCKET_PATH_BYTES:
+            raise LocalChannelError(
+                f"local socket path {self.path} is too long ({len(encoded)} bytes, at most {MAX_SOCKET_PATH_BYTES})"
+            )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._remove_stale_socket()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(self.path))
+        except OSError as exc:
+            listener.close()
+            raise LocalChannelError(f"cannot listen on local socket {self.path}: {exc.strerror or exc}") from exc
+        listener.listen(16)
+        self._listener = listener
+        threading.Thread(target=self._accept_loop, name="local-channel", daemon=True).start()
+        log_event(_log, "local_channel_listening", socket=str(self.path))
+
+    def _remove_stale_socket(self) -> None:
+        try:
+            mode = self.path.lstat().st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(mode):
+            raise LocalChannelError(f"local socket path {self.path} exists and is not a socket")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(str(self.path))
+            except OSError:
+                self.path.unlink(missing_ok=True)  # left by a node that died: nobody listens
+                log_event(_log, "local_channel_stale_socket_removed", socket=str(self.path))
+                return
+        raise LocalChannelError(f"local socket {self.path} is in use: another node listens there")
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return  # closed by stop()
+            with self._lock:
+                self._connections.add(conn)
+            threading.Thread(target=self._serve, args=(conn,), name="local-channel-conn", daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            while True:
+                try:
+                    received = read_frame(conn)
+                except FrameError as exc:
+                    log_event(_log, "local_channel_bad_frame", logging.WARNING, error=str(exc))
+                    conn.sendall(encode_reply(Reply(STATUS_REFUSED, f"bad frame: {exc}")))
+                    return  # framing is lost: the provider reconnects
+                if received is None:
+                    return
+                frame_type, fields = received
+                conn.sendall(encode_reply(self._answer(frame_type, fields)))
+        except OSError:
+            pass  # the provider went away; it reconnects on a later commit
+        finally:
+            with self._lock:
+                self._connections.discard(conn)
+            conn.close()
+
+    def _answer(self, frame_type: int, fields: bytes) -> Reply:
+        if frame_type != COMMITTED:
+            return Reply(STATUS_REFUSED, f"frame type {frame_type} is not supported by this node")
+        try:
+            message = decode_committed(fields)
+        except FrameError as exc:
+            return Reply(STATUS_REFUSED, f"bad COMMITTED frame: {exc}")
+        mismatch = _header_mismatch(message)
+        if mismatch:
+            return Reply(STATUS_REFUSED, mismatch)
+        store = common_pb2.StoreRef(store_id=message.store_id, checkpoint_dir=checkpoint_path(message.checkpoint_dir))
+        try:
+            result = self._ship(store, message)
+        except StateStoreError as exc:
+            log_event(
+                _log,
+                "local_commit_refused",
+                logging.WARNING,
+                store=message.store_id,
+                version=message.version,
+                error=str(exc),
+            )
+            return Reply(STATUS_REFUSED, f"refused increment: {exc}")
+        except Exception as exc:  # the provider must get an answer whatever went wrong here
+            log_event(
+                _log,
+                "local_commit_failed",
+                logging.ERROR,
+                store=message.store_id,
+                version=message.version,
+                error=repr(exc),
+            )
+            return Reply(STATUS_REFUSED, f"node failed to ship: {exc!r}")
+        if not message.sync:
+            return Reply(STATUS_ACCEPTED, result.detail)
+        return Reply(STATUS_REPLICATED if result.synced else STATUS_NOT_REPLICATED, result.detail)
+
+    def stop(self) -> None:
+        """Stop accepting, close every connection and remove the socket file."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (close alone does not)
+            self._listener.close()
+            self.path.unlink(missing_ok=True)
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
