@@ -16,20 +16,14 @@ from placement.problem import Problem
 
 def exhaustive_optimum(problem: Problem, limit: int = 2_000_000) -> tuple[float, np.ndarray]:
     """The least cost of `problem` and an assignment reaching it; ValueError if the search is too big."""
-    groups = _groups(problem)
+    groups = valid_groups(problem)
     count = len(groups) ** problem.partitions
     if count > limit:
         raise ValueError(f"{count} combinations exceed the limit of {limit}")
     if not groups:
         raise ValueError("no valid group")
     G = np.array(groups, dtype=np.int64)  # (groups, copies), primary first
-    per_group = np.zeros((problem.partitions, len(G)))
-    for p in range(problem.partitions):
-        rows = np.full(len(G), p)
-        X = G
-        traffic = problem.horizon * problem.increment[p] * problem.hops[X[:, :1], X[:, 1:]].sum(axis=1)
-        new_copies = (~problem.holder[rows[:, None], X]).sum(axis=1) * problem.size[p] * problem.known[p]
-        per_group[p] = traffic + problem.migration_weight * new_copies + problem.primary_costs[p, X[:, 0]]
+    per_group = group_costs(problem, G)
     member = np.zeros((len(G), problem.nodes), dtype=np.int64)
     np.put_along_axis(member, G, 1, axis=1)
     loads = np.concatenate([np.zeros((problem.nodes, 1)), problem.cumulative_slot_costs], axis=1)
@@ -55,7 +49,19 @@ def exhaustive_optimum(problem: Problem, limit: int = 2_000_000) -> tuple[float,
     return best, G[best_choice]
 
 
-def _groups(problem: Problem) -> list[tuple[int, ...]]:
+def group_costs(problem: Problem, groups: np.ndarray) -> np.ndarray:
+    """(partitions, groups): each partition's traffic, new copies and hand-over in each group (no load)."""
+    out = np.zeros((problem.partitions, len(groups)))
+    traffic = problem.hops[groups[:, :1], groups[:, 1:]].sum(axis=1)
+    for p in range(problem.partitions):
+        new_copies = (~problem.holder[p, groups]).sum(axis=1) * problem.size[p] * problem.known[p]
+        out[p] = (problem.horizon * problem.increment[p] * traffic + problem.migration_weight * new_copies
+                  + problem.primary_costs[p, groups[:, 0]])
+    return out
+
+
+def valid_groups(problem: Problem) -> list[tuple[int, ...]]:
+    """Every group one partition may take (primary first): distinct usable nodes within the rack limit."""
     groups = []
     nodes = [n for n in range(problem.nodes) if problem.slots[n] > 0]
     for primary in nodes:

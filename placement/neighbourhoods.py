@@ -4,18 +4,21 @@
   slots; the partition's other copies stay and its best copy becomes primary.
 - `permute_groups`: the existing groups are handed to the partitions that gain most from them.
 - `reseat_partitions`: one partition at a time takes its cheapest whole group.
+- `reseat_pairs`: two partitions at a time take their cheapest two groups (small problems only).
 - `choose_primaries`: each partition makes primary the copy that costs least as primary.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from placement.assignment import assign_to_slots
 from placement.best_group import best_group, group_cost, improvable
+from placement.exhaustive import group_costs, valid_groups
 from placement.problem import Problem
 
 EVERY_PATTERN_UP_TO = 81
@@ -125,6 +128,43 @@ def copy_patterns(partitions: int, copies: int, round_: int) -> list[np.ndarray]
     same = [np.full(partitions, column) for column in range(copies)]
     h = np.random.default_rng(round_).integers(0, copies, size=partitions)
     return same + [(shift + h) % copies for shift in range(copies)]
+
+
+def reseat_pairs(problem: Problem, X: np.ndarray, budget: float = 2e6) -> np.ndarray:
+    """Give each pair of partitions in turn the cheapest pair of groups, the others fixed.
+
+    Exact over the pair (every two groups are tried), so it finds what no one-partition step can: a
+    partition giving up a node another needs. Only for small problems: the work is groups^2 per pair,
+    and the pass is skipped when that exceeds `budget` in all.
+    """
+    n, z = problem.partitions, problem.nodes
+    at_most = z * math.comb(z - 1, problem.replicas)  # groups, before the rack limit
+    if n < 2 or at_most**2 * z * n * (n - 1) / 2 > budget:
+        return X
+    groups = np.array(valid_groups(problem), dtype=np.int64)
+    own = group_costs(problem, groups)
+    member = np.zeros((len(groups), problem.nodes), dtype=np.int64)
+    np.put_along_axis(member, groups, 1, axis=1)
+    loads = np.concatenate([np.zeros((problem.nodes, 1)), problem.cumulative_slot_costs], axis=1)
+    width = loads.shape[1] - 1
+    index = {(g[0], *sorted(g[1:])): i for i, g in enumerate(groups.tolist())}
+
+    def group_of(p: int) -> int:
+        row = X[p].tolist()
+        return index[(row[0], *sorted(row[1:]))]
+
+    nodes = np.arange(problem.nodes)
+    for p, r in itertools.combinations(range(n), 2):
+        base = problem.counts(X) - member[group_of(p)] - member[group_of(r)]
+        counts = base[None, None, :] + member[:, None, :] + member[None, :, :]
+        fits = (counts <= problem.slots).all(axis=2)
+        load = loads[nodes, np.minimum(counts, width)].sum(axis=2)
+        total = np.where(fits, own[p][:, None] + own[r][None, :] + load, np.inf)
+        now = total[group_of(p), group_of(r)]
+        a, b = np.unravel_index(int(np.argmin(total)), total.shape)
+        if total[a, b] < now - 1e-9 * max(1.0, abs(now)):
+            X[p], X[r] = groups[a], groups[b]
+    return X
 
 
 def chunks(rows: np.ndarray, size: int) -> list[np.ndarray]:

@@ -41,7 +41,14 @@ from placement.assignment import NoAssignment, assign_to_slots
 from placement.costs import CostBreakdown, CostModel
 from placement.demand import PartitionDemand
 from placement.groups import Placement
-from placement.neighbourhoods import chunks, copy_patterns, move_copies, permute_groups, reseat_partitions
+from placement.neighbourhoods import (
+    chunks,
+    copy_patterns,
+    move_copies,
+    permute_groups,
+    reseat_pairs,
+    reseat_partitions,
+)
 from placement.problem import InfeasiblePlacement, Problem, build_problem
 from placement.shares import slot_shares
 from placement.spread import spread_assignment
@@ -172,6 +179,7 @@ def improve(problem: Problem, X: np.ndarray, settings: SolverSettings) -> np.nda
             X = move_copies(problem, X, which, settings.chunk_roles)
         X = permute_groups(problem, X, settings.chunk_roles)
         X = reseat_partitions(problem, X)
+        X = reseat_pairs(problem, X)
         total = problem.evaluate(X).total
         if total < best - 1e-9 * max(1.0, abs(best)):
             best, idle = total, 0
