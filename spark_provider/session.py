@@ -5,13 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from spark_provider.driver_controller import start_driver_controller
 from spark_provider.jar import provider_jar
-from spark_provider.settings import PROVIDER_CLASS, spark_confs
+from spark_provider.settings import BY_NAME, PROVIDER_CLASS, spark_confs
 
 
 def _with_jar(existing: str | None, jar: str) -> str:
     jars = [j for j in (existing or "").split(",") if j and Path(j).name != Path(jar).name]
     return ",".join([*jars, jar])
+
+
+def _master_and_driver_host(builder_or_session: Any) -> tuple[str | None, str | None]:
+    options = getattr(builder_or_session, "_options", None)
+    if options is not None:
+        return options.get("spark.master"), options.get("spark.driver.host")
+    context = builder_or_session.sparkContext
+    return context.master, context.getConf().get("spark.driver.host")
 
 
 def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: object) -> Any:
@@ -21,9 +30,17 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
     executors' class path from the start) or a running `SparkSession` (the jar is added with `addJar`).
     `jar` overrides the automatically built jar; `settings` are the keyword names listed in
     `spark_provider.settings.SETTINGS`. Returns what it was given, so builder calls chain.
+
+    With a replication factor above 0 (the default is 1) and no `controller` setting, it starts the replica
+    groups' controller in this (the driver's) process, stopped when the SparkContext stops; executors start
+    their state nodes as sidecars on their first commit.
     """
     jar_path = str(Path(jar) if jar is not None else provider_jar())
     confs = {"spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS, **spark_confs(**settings)}
+    if int(confs[BY_NAME["replication_factor"].key]) > 0 and not settings.get("controller"):
+        master, driver_host = _master_and_driver_host(builder_or_session)
+        controller = start_driver_controller(int(confs[BY_NAME["replication_factor"].key]), master, driver_host)
+        confs[BY_NAME["controller"].key] = controller.address
     if hasattr(builder_or_session, "getOrCreate"):
         builder = builder_or_session
         existing = builder._options.get("spark.jars") if hasattr(builder, "_options") else None

@@ -34,6 +34,16 @@ SETTINGS: tuple[Setting, ...] = (
             "Spark's setting: a snapshot every this many versions (uploaded in the background)."),
     Setting("min_batches_to_retain", "spark.sql.streaming.minBatchesToRetain", "100",
             "Spark's setting: versions kept restorable in the checkpoint location."),
+    Setting("replication_factor", PREFIX + "replicationFactor", "1",
+            "Replicas per state partition (q) kept warm on other executors' state nodes; 0 turns the state "
+            "nodes and the controller off."),
+    Setting("sync", PREFIX + "sync", "false",
+            "Whether a commit waits until one replica acked its increment (bounded by the node's sync timeout)."),
+    Setting("node_socket", PREFIX + "nodeSocket", None,
+            "Unix socket of a state node run as a service (`statestore node --local-socket PATH ...`); unset, "
+            "each executor starts its own node as a sidecar."),
+    Setting("controller", PREFIX + "controller", None,
+            "Address (host:port) of a controller run as a service; unset, `enable()` starts one in the driver."),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}

@@ -13,6 +13,14 @@ final class ProviderSettings {
   final int minDeltasForSnapshot;
   final int minVersionsToRetain;
   final boolean commitValidation;
+  /** Replicas per partition (q); 0 turns the state node off. */
+  final int replicationFactor;
+  /** Whether a commit waits until one replica acked its increment. */
+  final boolean syncReplication;
+  /** Socket of a node run as a service; null: this JVM starts a sidecar node. */
+  final String nodeSocket;
+  /** Address of the controller (set by spark_provider.enable); null: none. */
+  final String controller;
 
   private ProviderSettings(StateStoreConf conf) {
     scala.collection.immutable.Map<String, String> confs = conf.sqlConfs();
@@ -25,10 +33,18 @@ final class ProviderSettings {
     minDeltasForSnapshot = Math.max(1, conf.minDeltasForSnapshot());
     minVersionsToRetain = Math.max(1, conf.minVersionsToRetain());
     commitValidation = conf.commitValidationEnabled();
+    replicationFactor = Integer.parseInt(get(confs, "replicationFactor", "1"));
+    syncReplication = Boolean.parseBoolean(get(confs, "sync", "false"));
+    nodeSocket = emptyToNull(get(confs, "nodeSocket", ""));
+    controller = emptyToNull(get(confs, "controller", ""));
   }
 
   static ProviderSettings from(StateStoreConf conf) {
     return new ProviderSettings(conf);
+  }
+
+  private static String emptyToNull(String value) {
+    return value.isEmpty() ? null : value;
   }
 
   private static String get(scala.collection.immutable.Map<String, String> confs, String name, String dflt) {

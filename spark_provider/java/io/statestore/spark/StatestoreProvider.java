@@ -50,6 +50,8 @@ public final class StatestoreProvider implements StateStoreProvider {
   private ProviderSettings settings;
   private Configuration hadoopConf;
   private CheckpointDir checkpoint;
+  private LocalChannel channel;
+  private NodeSidecar.Spec sidecarSpec;
   private File localDir;
   private final Map<String, RowCodec> codecs = new ConcurrentHashMap<>();
   private volatile LocalStore local;
@@ -106,6 +108,8 @@ public final class StatestoreProvider implements StateStoreProvider {
       throw new IllegalStateException("statestore: cannot initialise " + storeIdString + ": " + e.getMessage(), e);
     }
     codecs.put(LocalStore.DEFAULT_CF, new RowCodec(keySchema, valueSchema, spec, multipleValuesPerKey));
+    this.channel = LocalChannel.of(settings);
+    if (channel != null) this.sidecarSpec = LocalChannel.sidecarSpec(settings);
   }
 
   @Override
@@ -204,7 +208,9 @@ public final class StatestoreProvider implements StateStoreProvider {
     long start = System.nanoTime();
     try {
       Increment inc = store.commit();
-      if (staleAbove != Long.MAX_VALUE) {
+      // Loaded older than what the checkpoint location held: this commit rewrites history (formats.md 5, 6).
+      boolean rewritesHistory = staleAbove != Long.MAX_VALUE;
+      if (rewritesHistory) {
         checkpoint.supersedeFrom(inc.version);
         staleAbove = Long.MAX_VALUE;
       }
@@ -215,6 +221,10 @@ public final class StatestoreProvider implements StateStoreProvider {
       long written = System.nanoTime();
       if (inc.version - lastSnapshotVersion >= settings.minDeltasForSnapshot) scheduleSnapshot(store, inc.version);
       if (settings.commitValidation) StateStore.reportCommitToCoordinator(inc.version, storeId, hadoopConf);
+      if (channel != null) {
+        channel.committed(storeIdString, checkpoint.dir.toString(), inc.version, rewritesHistory, bytes,
+            settings.syncReplication, sidecarSpec);
+      }
       long end = System.nanoTime();
       lastCommit = new LastCommit(bytes.length, inc.size, (end - start) / 1_000_000, (prepared - start) / 1_000_000,
           (encoded - prepared) / 1_000_000, (written - encoded) / 1_000_000);

@@ -1,0 +1,103 @@
+package io.statestore.spark;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The state node this JVM starts beside itself when nothing listens at its local socket (formats.md
+ * section 6): {@code <python> -m statestore.cli node --local-socket ... --parent-pid <this JVM>}.
+ *
+ * <p>The node is a child of the executor: it exits when this JVM's process is gone (it watches the pid we
+ * pass), so it never outlives its executor; a user who wants a node that does run it as a service and
+ * sets {@code nodeSocket}. At most one sidecar of ours runs per socket; a dead one is started again on a
+ * later commit, no sooner than {@link #RESTART_INTERVAL_MS} after the previous start.
+ */
+final class NodeSidecar {
+  private static final Logger LOG = LoggerFactory.getLogger(NodeSidecar.class);
+  static final long RESTART_INTERVAL_MS = 5_000;
+
+  /** How to start the node: interpreter, identity and controller, from the provider's settings. */
+  record Spec(String python, String executorId, String controller) {}
+
+  private final File socket;
+  private final File dataDir;
+  private Process process;
+  private Spec running;
+  private long lastStartMs;
+
+  NodeSidecar(File socket, File dataDir) {
+    this.socket = socket;
+    this.dataDir = dataDir;
+  }
+
+  /** Whether a sidecar we started still runs. */
+  synchronized boolean alive() {
+    return process != null && process.isAlive();
+  }
+
+  /** Whether ours runs with another spec (another controller: a new Spark application in this JVM). */
+  synchronized boolean runsOtherThan(Spec spec) {
+    return alive() && !spec.equals(running);
+  }
+
+  /** Starts the node unless one of ours runs or the last start was too recent; returns whether it started. */
+  synchronized boolean start(Spec spec) throws IOException {
+    if (alive()) return false;
+    long now = System.currentTimeMillis();
+    if (lastStartMs != 0 && now - lastStartMs < RESTART_INTERVAL_MS) return false;
+    lastStartMs = now;
+    if (!dataDir.isDirectory() && !dataDir.mkdirs()) throw new IOException("cannot create " + dataDir);
+    List<String> cmd = new ArrayList<>(List.of(spec.python(), "-m", "statestore.cli", "node",
+        "--local-socket", socket.getPath(), "--data-dir", dataDir.getPath(), "--listen", "127.0.0.1:0",
+        "--node-id", spec.executorId(), "--parent-pid", Long.toString(ProcessHandle.current().pid())));
+    if (spec.controller() != null) {
+      cmd.add("--controller");
+      cmd.add(spec.controller());
+    }
+    ProcessBuilder builder = new ProcessBuilder(cmd).directory(dataDir).redirectErrorStream(true)
+        .redirectOutput(ProcessBuilder.Redirect.appendTo(logFile()));
+    builder.environment().put("PYTHONUNBUFFERED", "1");
+    process = builder.start();
+    running = spec;
+    LOG.info("statestore: started state node {} (pid {}) for executor {} at {}, log {}", spec.python(),
+        process.pid(), spec.executorId(), socket, logFile());
+    return true;
+  }
+
+  /** Stops our sidecar: SIGTERM (the node shuts down gracefully), then SIGKILL after a few seconds. */
+  synchronized void stop() {
+    if (process == null) return;
+    process.destroy();
+    try {
+      if (!process.waitFor(8, TimeUnit.SECONDS)) process.destroyForcibly().waitFor(5, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    process = null;
+    running = null;
+  }
+
+  File logFile() {
+    return new File(dataDir, "node.log");
+  }
+
+  /** The last few lines of the node's log, to say why it did not start. */
+  String logTail() {
+    try (RandomAccessFile f = new RandomAccessFile(logFile(), "r")) {
+      long from = Math.max(0, f.length() - 2000);
+      byte[] buf = new byte[(int) (f.length() - from)];
+      f.seek(from);
+      f.readFully(buf);
+      return new String(buf, StandardCharsets.UTF_8).trim();
+    } catch (IOException e) {
+      return "(no log: " + e.getMessage() + ")";
+    }
+  }
+}

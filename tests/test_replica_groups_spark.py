@@ -1,0 +1,168 @@
+"""Replica groups under a real Spark query, q=1: master local-cluster[3,1,1024] (three executor JVMs, each
+starting its state node as a sidecar on its first commit), the controller in the driver. Replicas follow
+the primaries within one version and end with the primary's exact content; kill -9 of a node (a replica
+holder, restarted with its directory or with an empty one; a primary's node) loses nothing and the query
+goes on."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_replica_groups_spark_harness import (
+    EXECUTORS,
+    SHUFFLE_PARTITIONS,
+    LagSampler,
+    StreamingAggregation,
+    assert_replicas_identical,
+    controller_address,
+    kill9,
+    node_dir,
+    node_log_events,
+    primaries,
+    replica_cluster,
+    replicas_by_partition,
+    replicas_converged,
+    run_statestore_status,
+    sidecar_pids,
+    status,
+    wait_until,
+)
+
+Q = 1
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("rg")
+
+
+@pytest.fixture(scope="module")
+def spark(root: Path) -> Iterator[Any]:
+    with replica_cluster(root, Q, "statestore-replica-groups-q1") as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def job(spark: Any, root: Path) -> Iterator[StreamingAggregation]:
+    """The module's streaming aggregation, running, warmed up: every executor ran tasks, so all three
+    sidecars are up and every partition has its replica group. One query for all the tests: the nodes key
+    replicas by store id, which two queries of one application share (see docs/node.md)."""
+    job = StreamingAggregation(spark, root / "job")
+    job.feed(2)
+    job.start()
+    try:
+        job.wait_processed(120)
+        wait_until(lambda: len(sidecar_pids(root)) == EXECUTORS, 60, "a sidecar per executor")
+        address = controller_address(spark)
+        wait_until(lambda: sum(n.alive for n in status(address).nodes) == EXECUTORS, 30, "every node alive")
+        wait_until(lambda: replicas_converged(address, job, Q), 30, "replica groups formed and caught up")
+        yield job
+    finally:
+        job.stop()
+
+
+def test_replicas_hold_the_last_version_and_the_primarys_content(job: StreamingAggregation, root: Path) -> None:
+    address = controller_address(job.spark)
+    with LagSampler(address) as sampler:
+        for _ in range(8):
+            job.feed()
+            job.wait_processed()
+            # Right after a batch: every replica holds the primary's last version or the one before.
+            last = job.last_versions()
+            groups = replicas_by_partition(status(address))
+            assert set(groups) == set(last) and len(last) == SHUFFLE_PARTITIONS
+            for store_id, held in groups.items():
+                assert len(held) == Q, f"{store_id} has replicas {held}"
+                assert all(last[store_id] - 1 <= v <= last[store_id] for v in held.values()), (store_id, held, last)
+    assert sampler.samples > 20
+    assert sampler.max_lag <= 1, f"lag above one version: {sampler.worst}"
+    groups = wait_until(lambda: replicas_converged(address, job, Q), 15, "replicas at the last version")
+    assert min(min(h.values()) for h in groups.values()) >= 10
+    assert all(primaries(status(address))[s] not in held for s, held in groups.items())
+    assert assert_replicas_identical(root, job, groups) > 1000
+    table = run_statestore_status(address)
+    assert "PARTITIONS" in table and "0/0/default" in table
+
+
+def _replica_holder(address: str) -> str:
+    """The node holding the most replicas among those that are primaries (so its executor commits, and its
+    provider restarts the sidecar)."""
+    reply = status(address)
+    counts = {node: 0 for node in primaries(reply).values()}
+    for held in replicas_by_partition(reply).values():
+        for node in held:
+            if node in counts:
+                counts[node] += 1
+    return max(sorted(counts), key=lambda n: counts[n])
+
+
+@pytest.mark.parametrize("directory", ["kept", "emptied"])
+def test_replica_node_killed_mid_stream_catches_up(job: StreamingAggregation, root: Path, directory: str) -> None:
+    address = controller_address(job.spark)
+    victim = _replica_holder(address)
+    old_pid = sidecar_pids(root)[victim]
+    job.feed(8)
+    wait_until(lambda: job.processed() >= job.fed - 6, 60, "the stream under way")
+    if directory == "emptied":
+        # Frozen while its directory moves away, so the killed node writes nothing more where it was.
+        os.kill(old_pid, signal.SIGSTOP)
+        node_dir(root, victim).rename(root / f"gone-{victim}-{old_pid}")
+    kill9(old_pid)
+    assert job.processed() < job.fed, "the kill came after the stream: not mid-stream"
+    job.wait_processed()
+    # The provider of that executor restarts its sidecar on a later commit; feed until it did.
+    for _ in range(20):
+        if sidecar_pids(root).get(victim, old_pid) != old_pid:
+            break
+        job.feed()
+        job.wait_processed()
+    new_pid = wait_until(lambda: sidecar_pids(root).get(victim) not in (None, old_pid), 30, "the sidecar restarted")
+    assert new_pid
+    job.feed(2)
+    job.wait_processed()
+    groups = wait_until(lambda: replicas_converged(address, job, Q), 60, "replicas caught up")
+    assert any(victim in held for held in groups.values()), f"{victim} holds no replica any more: {groups}"
+    assert assert_replicas_identical(root, job, groups) > 1000
+    if directory == "emptied":
+        # It started from nothing: every replica it holds was created anew by the restarted node.
+        created = {e["store"] for e in node_log_events(root, victim, "replica_created")}
+        assert {s for s, held in groups.items() if victim in held} <= created
+        shutil.rmtree(root / f"gone-{victim}-{old_pid}", ignore_errors=True)
+
+
+def test_primary_node_killed_the_query_goes_on_and_the_node_catches_up(job: StreamingAggregation, root: Path) -> None:
+    address = controller_address(job.spark)
+    by_primary = primaries(status(address))
+    victim = sorted(by_primary.values())[0]
+    its_partitions = sorted(s for s, p in by_primary.items() if p == victim)
+    old_pid = sidecar_pids(root)[victim]
+    before = job.processed()
+    job.feed(6)
+    wait_until(lambda: job.processed() >= before + 1, 60, "the stream under way")
+    kill9(old_pid)
+    killed_at = job.processed()
+    assert killed_at < job.fed, "the kill came after the stream: not mid-stream"
+    job.wait_processed()  # the query goes on: every batch completes
+    assert job.processed() - killed_at >= 2
+    for _ in range(20):
+        if sidecar_pids(root).get(victim, old_pid) != old_pid:
+            break
+        job.feed()
+        job.wait_processed()
+    wait_until(lambda: sidecar_pids(root).get(victim) not in (None, old_pid), 30, "the sidecar restarted")
+    job.feed(2)
+    job.wait_processed()
+    groups = wait_until(lambda: replicas_converged(address, job, Q), 60, "replicas caught up")
+    reply = status(address)
+    assert all(n.alive for n in reply.nodes) and len(reply.nodes) == EXECUTORS
+    last = job.last_versions()
+    for p in reply.partitions:
+        if p.store.store_id in its_partitions and p.primary_node == victim:
+            assert p.primary_version == last[p.store.store_id]  # the restarted node ships its primaries again
+    assert assert_replicas_identical(root, job, groups) > 1000
