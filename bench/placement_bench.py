@@ -204,10 +204,11 @@ def plot(report: dict, path: Path) -> None:
                                (0.27, "round_robin_gap_to_lower_bound", "round robin")):
         axes[0].bar(x + offset, [max(i[key], 1e-9) for i in instances], 0.27, label=label)
     axes[0].set_yscale("log")
+    axes[0].set_ylim(1e-10, 1e2)
     axes[0].set_xticks(x, names, rotation=35, ha="right", fontsize=8)
     axes[0].set_ylabel("cost / lower bound - 1 (floor 1e-9)")
     axes[0].set_title("Cost above the lower bound")
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=8, loc="upper center", ncol=3)
     head = [i for i in instances if i["name"] in TARGET_S]
     hx = np.arange(len(head))
     axes[1].bar(hx - 0.2, [i["solve_s"] for i in head], 0.4, label="Hungarian (ours)")
