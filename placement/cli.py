@@ -122,11 +122,14 @@ def parse_node(text: str, topology: Topology) -> Node:
     if not rack:
         raise ValueError(f"--add wants a JSON object or ID@RACK[:CAPACITY], got {text!r}")
     peer = next((n for n in topology.nodes if n.rack == rack), None)
+    if not capacity and peer is None:
+        raise ValueError(f"--add {text!r}: rack {rack!r} is new, so give the capacity: ID@RACK:CAPACITY")
     return Node(
         node_id,
         rack,
         peer.switches if peer else (),
-        capacity=int(capacity) if capacity else (peer.capacity if peer else Node.capacity),
+        capacity=int(capacity) if capacity else peer.capacity,
+        capacity_bytes=None if capacity or peer is None else peer.capacity_bytes,
     )
 
 
@@ -148,8 +151,9 @@ def _print_nodes(topology: Topology, plan: PlacementPlan) -> None:
         roles = primaries.get(node.id, 0) + replicas.get(node.id, 0)
         used = f"{roles / node.capacity:.0%}" if node.capacity else "-"
         state = " (draining)" if node.draining else ""
+        capacity = str(node.capacity) if node.capacity is not None else f"{node.capacity_bytes} B"
         rows.append(
-            (node.id + state, node.rack, str(node.capacity), f"{node.load:.2f}",
+            (node.id + state, node.rack, capacity, f"{node.load:.2f}",
              str(primaries.get(node.id, 0)), str(replicas.get(node.id, 0)), used)
         )
     _table(rows)

@@ -307,7 +307,11 @@ def _node_slots(topology: Topology, size: np.ndarray, partitions: int) -> tuple[
     largest = size.max(initial=0.0)
     capacity = np.zeros(len(topology), dtype=np.int64)
     for n, node in enumerate(topology.nodes):
-        roles = node.capacity
+        if node.draining:
+            continue
+        if node.capacity is None and node.capacity_bytes is None:
+            raise ValueError(f"node {node.id!r} has no capacity: give capacity (partitions) or capacity_bytes")
+        roles = node.capacity if node.capacity is not None else partitions
         if node.capacity_bytes is not None and largest > 0:
             roles = min(roles, int(node.capacity_bytes // largest))
         capacity[n] = roles
@@ -323,8 +327,8 @@ def _rack_limit(topology: Topology, slots: np.ndarray, partitions: int, copies: 
     usable_nodes = int((slots > 0).sum())
     if partitions and usable_nodes < copies:
         raise InfeasiblePlacement(
-            f"{partitions} partitions need {copies} copies each (1 primary + {copies - 1} replicas) on "
-            f"distinct nodes, but only {usable_nodes} of {len(topology)} nodes can take roles",
+            f"{partitions} partitions need {_copies(copies)} each on distinct nodes, but only "
+            f"{usable_nodes} of {len(topology)} nodes can take roles",
             partitions=partitions, copies=copies, needed=copies, available=usable_nodes,
         )
     node_room = int(np.minimum(slots, partitions).sum())
@@ -344,6 +348,12 @@ def _rack_limit(topology: Topology, slots: np.ndarray, partitions: int, copies: 
     while np.minimum(rack_room, limit * partitions).sum() < needed:
         limit += 1
     return rack, limit
+
+
+def _copies(copies: int) -> str:
+    if copies == 1:
+        return "1 copy (the primary)"
+    return f"{copies} copies (a primary and {copies - 1} replica{'s' if copies > 2 else ''})"
 
 
 def _map_current(

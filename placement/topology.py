@@ -29,16 +29,16 @@ class Node:
     """A state node that can hold primaries and replicas of state store partitions.
 
     `capacity` is how many partition copies (primary or replica roles) the node may hold;
-    `capacity_bytes`, when set, also bounds the bytes of state it may hold. `load` is the share of the
-    node already busy with other work, in [0, 1]: it makes every role placed there dearer, it does not
-    take slots. A `draining` node is leaving: it takes no roles but still serves its state to the nodes
-    that replace it.
+    `capacity_bytes` bounds the bytes of state it may hold. A node that takes roles needs at least one
+    of them (placement refuses it otherwise). `load` is the share of the node already busy with other
+    work, in [0, 1]: it makes every role placed there dearer, it does not take slots. A `draining` node
+    is leaving: it takes no roles but still serves its state to the nodes that replace it.
     """
 
     id: str
     rack: str
     switches: tuple[str, ...] = ()
-    capacity: int = 1 << 30
+    capacity: int | None = None
     capacity_bytes: int | None = None
     load: float = 0.0
     draining: bool = False
@@ -48,7 +48,7 @@ class Node:
             raise ValueError("a node needs a non-empty id")
         if not self.rack:
             raise ValueError(f"node {self.id!r} needs a non-empty rack")
-        if self.capacity < 0:
+        if self.capacity is not None and self.capacity < 0:
             raise ValueError(f"node {self.id!r}: capacity must be >= 0, got {self.capacity}")
         if self.capacity_bytes is not None and self.capacity_bytes < 0:
             raise ValueError(f"node {self.id!r}: capacity_bytes must be >= 0, got {self.capacity_bytes}")
@@ -58,13 +58,10 @@ class Node:
 
     def to_json(self) -> dict[str, Any]:
         """The node as a JSON object (the format `Topology.from_json` reads)."""
-        out: dict[str, Any] = {
-            "id": self.id,
-            "rack": self.rack,
-            "switches": list(self.switches),
-            "capacity": self.capacity,
-            "load": self.load,
-        }
+        out: dict[str, Any] = {"id": self.id, "rack": self.rack, "switches": list(self.switches)}
+        if self.capacity is not None:
+            out["capacity"] = self.capacity
+        out["load"] = self.load
         if self.capacity_bytes is not None:
             out["capacity_bytes"] = self.capacity_bytes
         if self.draining:
@@ -82,7 +79,7 @@ class Node:
             id=str(obj["id"]),
             rack=str(obj.get("rack", obj["id"])),
             switches=tuple(str(s) for s in obj.get("switches", ())),
-            capacity=int(obj.get("capacity", 1 << 30)),
+            capacity=None if obj.get("capacity") is None else int(obj["capacity"]),
             capacity_bytes=None if obj.get("capacity_bytes") is None else int(obj["capacity_bytes"]),
             load=float(obj.get("load", 0.0)),
             draining=bool(obj.get("draining", False)),

@@ -53,7 +53,7 @@ def test_replan_after_a_failure_lists_the_moves_and_batches(topology_file: Path,
     assert f"moves: {len(moves)}," in text
 
 
-@pytest.mark.parametrize("change", [["--add", "n99@r1"], ["--add", '{"id": "n99", "rack": "r9"}'],
+@pytest.mark.parametrize("change", [["--add", "n99@r1"], ["--add", '{"id": "n99", "rack": "r9", "capacity": 9}'],
                                     ["--leave", "n0"], ["--load", "n0=0.9"]])
 def test_replan_accepts_every_kind_of_change(topology_file: Path, tmp_path: Path, change: list[str]) -> None:
     plan_file = tmp_path / "plan.json"
@@ -63,10 +63,17 @@ def test_replan_accepts_every_kind_of_change(topology_file: Path, tmp_path: Path
                  "--placement", str(plan_file), "--strategy", "fluid", *change]) == 0
 
 
-def test_infeasible_requests_are_refused_with_a_message(topology_file: Path, capsys) -> None:
+def test_infeasible_requests_are_refused_with_a_message(topology_file: Path, tmp_path: Path, capsys) -> None:
     code = main(["placement", "plan", "--topology", str(topology_file), "--partitions", "30", "--replicas", "12"])
     assert code == 2
-    assert "need 13 copies each" in capsys.readouterr().err
+    assert "need 13 copies (a primary and 12 replicas) each" in capsys.readouterr().err
+    plan_file = tmp_path / "plan.json"
+    assert main(["placement", "plan", "--topology", str(topology_file), "--partitions", "30",
+                 "--out", str(plan_file)]) == 0
+    code = main(["placement", "replan", "--topology", str(topology_file), "--partitions", "30",
+                 "--placement", str(plan_file), "--add", "n99@r77"])
+    assert code == 2
+    assert "rack 'r77' is new, so give the capacity" in capsys.readouterr().err
 
 
 def test_partitions_from_a_file(topology_file: Path, tmp_path: Path, capsys) -> None:

@@ -100,16 +100,22 @@ def test_racks_too_small_for_distinct_racks_relax_the_limit() -> None:
 
 
 def test_too_few_nodes_is_refused_with_the_numbers() -> None:
-    topology = Topology((Node("a", "r1"), Node("b", "r2")))
-    with pytest.raises(InfeasiblePlacement, match=r"need 3 copies each .* only 2 of 2 nodes") as refused:
+    topology = Topology((Node("a", "r1", capacity=9), Node("b", "r2", capacity=9)))
+    with pytest.raises(InfeasiblePlacement, match=r"need 3 copies \(a primary and 2 replicas\) each on distinct nodes, but only 2 of 2 nodes") as refused:
         plan_replica_groups(topology, uniform_demands(4, 10, 1), 2)
     assert (refused.value.copies, refused.value.available) == (3, 2)
 
 
 def test_draining_nodes_do_not_count() -> None:
-    topology = Topology((Node("a", "r1"), Node("b", "r2"), Node("c", "r3", draining=True)))
+    topology = Topology((Node("a", "r1", capacity=9), Node("b", "r2", capacity=9), Node("c", "r3", draining=True)))
     with pytest.raises(InfeasiblePlacement, match="only 2 of 3 nodes"):
         plan_replica_groups(topology, uniform_demands(1, 10, 1), 2)
+
+
+def test_a_node_without_capacity_is_refused() -> None:
+    topology = Topology((Node("a", "r1", capacity=9), Node("b", "r2")))
+    with pytest.raises(ValueError, match="node 'b' has no capacity"):
+        plan_replica_groups(topology, uniform_demands(2, 10, 1), 1)
 
 
 def test_too_little_capacity_is_refused_with_the_numbers() -> None:
