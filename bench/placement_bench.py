@@ -25,13 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from placement.baselines import greedy_assignment, round_robin_assignment
 from placement.bounds import lower_bound
+from placement.build import InfeasiblePlacement, build_problem
 from placement.changes import NodeFailed, NodeJoined
 from placement.costs import CostModel
 from placement.demand import PartitionDemand
 from placement.exhaustive import exhaustive_optimum
 from placement.groups import Role
 from placement.plan import plan_replica_groups, replan
-from placement.problem import InfeasiblePlacement, Problem, build_problem
+from placement.problem import Problem
 from placement.solver import SolverSettings, solve_problem
 from placement.synthetic import capacity_for, random_demands, tree_topology
 from placement.topology import Node, Topology

@@ -21,6 +21,7 @@ placement for status displays. The model, the solver and its optimality are desc
 docs/placement.md.
 """
 
+from placement.build import InfeasiblePlacement
 from placement.changes import LoadShifted, NodeFailed, NodeJoined, NodeLeft, apply_change
 from placement.costs import CostBreakdown, CostModel
 from placement.demand import PartitionDemand
@@ -28,7 +29,6 @@ from placement.groups import Placement, ReplicaGroup, Role
 from placement.handover import HandoverPlan, Strategy
 from placement.moves import Move
 from placement.plan import PlacementPlan, placement_cost, plan_replica_groups, replan
-from placement.problem import InfeasiblePlacement
 from placement.solver import SolverSettings
 from placement.topology import Node, Topology
 

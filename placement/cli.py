@@ -15,13 +15,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from placement.build import InfeasiblePlacement
 from placement.changes import Change, LoadShifted, NodeFailed, NodeJoined, NodeLeft
 from placement.costs import CostBreakdown, CostModel
 from placement.demand import PartitionDemand, load_demands, uniform_demands
 from placement.groups import Placement
 from placement.handover import Strategy
 from placement.plan import PlacementPlan, plan_replica_groups, replan
-from placement.problem import InfeasiblePlacement
 from placement.topology import Node, Topology
 
 

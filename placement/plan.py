@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from placement.bounds import lower_bound
+from placement.build import build_problem
 from placement.changes import Change, apply_change
 from placement.costs import CostBreakdown, CostModel
 from placement.demand import PartitionDemand
 from placement.groups import Placement
 from placement.handover import HandoverPlan, Strategy, plan_handover
 from placement.moves import Move, diff_moves
-from placement.problem import build_problem
 from placement.solver import SolverSettings, solve_problem
 from placement.topology import Topology
 

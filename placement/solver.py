@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from placement.assignment import NoAssignment, assign_to_slots
+from placement.build import InfeasiblePlacement, build_problem
 from placement.costs import CostBreakdown, CostModel
 from placement.demand import PartitionDemand
 from placement.groups import Placement
@@ -49,7 +50,7 @@ from placement.neighbourhoods import (
     reseat_pairs,
     reseat_partitions,
 )
-from placement.problem import InfeasiblePlacement, Problem, build_problem
+from placement.problem import Problem
 from placement.shares import slot_shares
 from placement.spread import spread_assignment
 from placement.topology import Topology

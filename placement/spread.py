@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.problem import InfeasiblePlacement, Problem
+from placement.build import InfeasiblePlacement
+from placement.problem import Problem
 
 
 def spread_assignment(problem: Problem) -> np.ndarray:

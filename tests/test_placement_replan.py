@@ -7,13 +7,13 @@ import dataclasses
 import numpy as np
 import pytest
 
+from placement.build import build_problem
 from placement.changes import Change, LoadShifted, NodeFailed, NodeJoined, NodeLeft, apply_change
 from placement.costs import CostModel
 from placement.demand import PartitionDemand, uniform_demands
 from placement.groups import Placement, ReplicaGroup, Role
 from placement.moves import Move, diff_moves, roles_on
 from placement.plan import placement_cost, plan_replica_groups, replan
-from placement.problem import build_problem
 from placement.synthetic import capacity_for, random_demands, tree_topology
 from placement.topology import Node, Topology
 

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement.baselines import greedy_assignment, round_robin_assignment
+from placement.build import InfeasiblePlacement, build_problem
 from placement.costs import CostModel
 from placement.demand import PartitionDemand, uniform_demands
 from placement.plan import plan_replica_groups
-from placement.problem import InfeasiblePlacement, build_problem
 from placement.solver import SolverSettings, solve_placement
 from placement.synthetic import capacity_for, random_demands, tree_topology
 from placement.topology import Node, Topology
@@ -101,7 +101,8 @@ def test_racks_too_small_for_distinct_racks_relax_the_limit() -> None:
 
 def test_too_few_nodes_is_refused_with_the_numbers() -> None:
     topology = Topology((Node("a", "r1", capacity=9), Node("b", "r2", capacity=9)))
-    with pytest.raises(InfeasiblePlacement, match=r"need 3 copies \(a primary and 2 replicas\) each on distinct nodes, but only 2 of 2 nodes") as refused:
+    expected = r"need 3 copies \(a primary and 2 replicas\) each on distinct nodes, but only 2 of 2 nodes"
+    with pytest.raises(InfeasiblePlacement, match=expected) as refused:
         plan_replica_groups(topology, uniform_demands(4, 10, 1), 2)
     assert (refused.value.copies, refused.value.available) == (3, 2)
 
