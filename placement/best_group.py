@@ -98,13 +98,13 @@ def improvable(problem: Problem, X: np.ndarray, counts: np.ndarray, tolerance: f
     """Partitions for which `best_group` would find a strictly cheaper group, all judged at `counts`.
 
     The same computation as `best_group`, for many partitions at once against one snapshot of the
-    counts, so that a pass re-seats only the partitions that can gain. Without distinct racks it does not
-    screen: every partition is a candidate.
+    counts, so that a pass re-seats only the partitions that can gain. With distinct racks it is exact;
+    otherwise it compares against a lower bound (replica load and replica hops minimised apart), so it
+    may name a partition that cannot gain but never misses one that can.
     """
-    if problem.rack_limit > 1 and problem.replicas > 0:
-        return np.arange(problem.partitions)
     node_class, class_hops, class_rack = problem.position_classes
     classes, racks = len(class_rack), int(class_rack.max()) + 1
+    by_class = problem.rack_limit == 1
     q = problem.replicas
     width = problem.slot_costs.shape[1]
     nodes = np.arange(problem.nodes)
@@ -112,7 +112,10 @@ def improvable(problem: Problem, X: np.ndarray, counts: np.ndarray, tolerance: f
     room = counts < width
     marginal[room] = problem.slot_costs[nodes[room], counts[room]]
     out = []
-    step = max(1, (1 << 21) // max(1, classes * classes))
+    step = max(1, (1 << 21) // (classes * classes if by_class else problem.nodes))
+    if not by_class and q > 0:
+        usable = np.where(problem.slots[None, :] > 0, problem.hops, np.inf)
+        nearest = replica_choice_cost(usable, problem.rack, problem.rack_limit, q)  # fewest hops to replicas
     for start in range(0, problem.partitions, step):
         rows = np.arange(start, min(start + step, problem.partitions))
         group = X[rows]
@@ -128,6 +131,13 @@ def improvable(problem: Problem, X: np.ndarray, counts: np.ndarray, tolerance: f
                    + problem.horizon * increment * problem.hops[group[:, :1], group[:, 1:]].sum(axis=1))
         if q == 0:
             best = (own + handover).min(axis=1)
+        elif not by_class:
+            cheapest = np.sort(np.partition(own, min(q, problem.nodes - 1), axis=1)[:, : q + 1], axis=1)
+            others = cheapest[:, :q].sum(axis=1)[:, None]
+            among = own <= cheapest[:, q - 1 : q]  # node a is one of the q cheapest: use the next instead
+            others = np.where(among, others - own + cheapest[:, q : q + 1], others)
+            bound = own + handover + others + problem.horizon * increment[:, None] * nearest[None, :]
+            best = bound.min(axis=1)
         else:
             cheapest = np.full((len(rows), classes), np.inf)
             np.minimum.at(cheapest.T, node_class, own.T)

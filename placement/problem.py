@@ -237,21 +237,23 @@ class Problem:
 def replica_choice_cost(costs: np.ndarray, rack: np.ndarray, rack_limit: int, q: int) -> np.ndarray:
     """For each row a (a primary on node a), the least sum of `q` of its columns (replica nodes).
 
-    Replicas avoid node a, and a rack holds at most `rack_limit` copies counting the primary's: a rack
-    limit is a partition matroid, so taking each rack's cheapest allowed nodes, then the q cheapest of
-    those, is exact. inf when no q nodes fit.
+    `costs` is (..., z, z), primaries by replicas, with any leading batch axes. Replicas avoid node a,
+    and a rack holds at most `rack_limit` copies counting the primary's: a rack limit is a partition
+    matroid, so taking each rack's cheapest allowed nodes, then the q cheapest of those, is exact. inf
+    when no q nodes fit.
     """
-    rows = costs.shape[0]
+    z = costs.shape[-1]
     costs = costs.copy()
-    costs[np.arange(rows), np.arange(rows)] = np.inf
+    costs[..., np.arange(z), np.arange(z)] = np.inf
     pool = []
     for r in np.unique(rack):
-        members = np.flatnonzero(rack == r)
-        ordered = np.sort(costs[:, members], axis=1)[:, :rack_limit]
-        own = rack[:rows] == r
-        ordered[own, rack_limit - 1 :] = np.inf  # the primary takes one of its rack's places
+        members = costs[..., rack == r]
+        if members.shape[-1] > rack_limit:  # only the rack_limit cheapest can count
+            members = np.partition(members, rack_limit - 1, axis=-1)[..., :rack_limit]
+        ordered = np.sort(members, axis=-1)
+        ordered[..., rack == r, rack_limit - 1 :] = np.inf  # the primary takes one of its rack's places
         pool.append(ordered)
-    merged = np.concatenate(pool, axis=1)
-    if merged.shape[1] < q:
-        return np.full(rows, np.inf)
-    return np.partition(merged, q - 1, axis=1)[:, :q].sum(axis=1)
+    merged = np.concatenate(pool, axis=-1)
+    if merged.shape[-1] < q:
+        return np.full(costs.shape[:-1], np.inf)
+    return np.partition(merged, q - 1, axis=-1)[..., :q].sum(axis=-1)
