@@ -10,11 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement.baselines import greedy_assignment, round_robin_assignment
+from placement.best_group import best_group, group_cost, improvable
 from placement.build import InfeasiblePlacement, build_problem
 from placement.costs import CostModel
 from placement.demand import PartitionDemand, uniform_demands
 from placement.plan import plan_replica_groups
+from placement.shares import slot_shares
 from placement.solver import SolverSettings, solve_placement
+from placement.spread import spread_assignment
 from placement.synthetic import capacity_for, random_demands, tree_topology
 from placement.topology import Node, Topology
 
@@ -181,3 +184,52 @@ def test_never_above_the_baselines_on_a_tree() -> None:
 def problem_assignment(problem, placement) -> np.ndarray:
     index = {node: n for n, node in enumerate(problem.node_ids)}
     return np.array([[index[n] for n in placement[p].nodes] for p in problem.partition_ids])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_the_feasible_start_is_feasible_whenever_anything_is(instance) -> None:
+    topology, demands, replicas = instance
+    try:
+        problem = build_problem(topology, demands, replicas, CostModel())
+    except InfeasiblePlacement:
+        return
+    X = spread_assignment(problem)
+    assert problem.violations(X) == []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances(), st.integers(0, 2**32 - 1))
+def test_the_reseat_screen_never_misses_a_partition_that_can_gain(instance, seed: int) -> None:
+    topology, demands, replicas = instance
+    try:
+        problem = build_problem(topology, demands, replicas, CostModel())
+    except InfeasiblePlacement:
+        return
+    rng = np.random.default_rng(seed)
+    X = spread_assignment(problem)
+    X = X[rng.permutation(len(X))]  # some arbitrary valid placement
+    counts = problem.counts(X)
+    named = set(improvable(problem, X, counts).tolist())
+    for p in range(problem.partitions):
+        others = counts.copy()
+        others[X[p]] -= 1
+        group = best_group(problem, p, others)
+        now = group_cost(problem, p, X[p], others)
+        if group is not None and group_cost(problem, p, group, others) < now - 1e-9 * max(1.0, abs(now)):
+            assert p in named
+
+
+def test_slot_shares_split_every_slot_and_the_cheap_ones_exactly() -> None:
+    rng = np.random.default_rng(4)
+    slot_costs = np.cumsum(rng.uniform(0, 1, (6, 20)), axis=1)
+    slot_costs[2, 12:] = np.inf
+    roles = np.array([11, 10, 10])
+    shares = slot_shares(slot_costs, roles)
+    everything = np.sort(slot_costs[np.isfinite(slot_costs)])
+    dealt = np.sort(np.concatenate([s[np.isfinite(s)] for s in shares]))
+    assert np.array_equal(everything, dealt)  # every slot once, at its own cost
+    cheapest = everything[: roles.sum()]
+    for share, count in zip(shares, roles, strict=True):
+        assert all((np.diff(row[np.isfinite(row)]) >= 0).all() for row in share)  # rising per node
+        assert np.isin(share[np.isfinite(share)], cheapest).sum() == count
