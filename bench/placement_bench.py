@@ -63,7 +63,7 @@ def tree_instance(partitions: int, z: int, q: int, seed: int) -> tuple[Topology,
     return topology, random_demands(partitions, rng)
 
 
-def family_instances(seed: int) -> list[tuple[str, Topology, list[PartitionDemand], int]]:
+def family_instances(seed: int, large: bool) -> list[tuple[str, Topology, list[PartitionDemand], int]]:
     """Topologies unlike the headline tree: uneven racks and capacities, one rack, two racks, tight room."""
     rng = np.random.default_rng(seed)
     uneven, n = [], 0
@@ -74,7 +74,13 @@ def family_instances(seed: int) -> list[tuple[str, Topology, list[PartitionDeman
             n += 1
     flat = [Node(f"n{i}", "r0", capacity=60, load=float(rng.uniform(0, 0.6))) for i in range(16)]
     two = [Node(f"n{i}", f"r{i % 2}", capacity=60, load=float(rng.uniform(0, 0.6))) for i in range(16)]
+    big = []
+    if large:  # no rack information at all, at the size of the largest headline instance
+        flat_big = [Node(f"n{i}", "r0", capacity=capacity_for(4096, 2, 128), load=float(rng.uniform(0, 0.5)))
+                    for i in range(128)]
+        big = [("one rack, l=4096", Topology(tuple(flat_big)), random_demands(4096, rng), 2)]
     return [
+        *big,
         ("uneven racks", Topology(tuple(uneven)), random_demands(300, rng), 2),
         ("one rack", Topology(tuple(flat)), random_demands(300, rng), 2),
         ("two racks", Topology(tuple(two)), random_demands(300, rng), 2),
@@ -258,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     repeats = 1 if args.quick else 3
     extra = () if args.quick else ((256, 32, 2), (2048, 96, 2))
-    families = family_instances(args.seed)
+    families = family_instances(args.seed, large=not args.quick)
     progress = Progress(len(HEADLINE) + len(extra) + len(families) + 4)
     report: dict[str, object] = {
         "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()}, "quick": args.quick,

@@ -24,15 +24,21 @@ from placement.problem import Problem
 EVERY_PATTERN_UP_TO = 81
 
 
-def move_copies(problem: Problem, X: np.ndarray, which: np.ndarray, chunk_roles: int) -> np.ndarray:
+def move_copies(
+    problem: Problem, X: np.ndarray, which: np.ndarray, chunk_roles: int, stay_bonus: float = 0.0
+) -> np.ndarray:
     """Re-place copy `which[p]` (a column of X) of every partition p, a chunk of partitions at a time.
 
-    Each chunk is one assignment, exact given everything outside the chunk's moving copies.
+    Each chunk is one assignment, exact given everything outside the chunk's moving copies. A positive
+    `stay_bonus` (a cost unit far below any gain that matters) breaks ties in favour of not moving,
+    which makes the assignment fast when few copies should move.
     """
     for chunk in chunks(np.arange(problem.partitions), chunk_roles):
         columns = which[chunk]
         counts = problem.counts(X) - np.bincount(X[chunk, columns], minlength=problem.nodes)
         costs = problem.copy_costs(X, chunk, columns)
+        if stay_bonus:
+            costs[np.arange(len(chunk)), X[chunk, columns]] -= stay_bonus
         X[chunk, columns] = assign_to_slots(costs, problem.slot_costs, counts)
         choose_primaries(problem, X, chunk)
     return X

@@ -65,6 +65,8 @@ class SolverSettings:
     max_rounds: int = 8  # improvement rounds of a problem solved whole
     patience: int = 1  # rounds in a row that lower nothing before stopping
     block_rounds: int = 1  # improvement rounds inside each block; the polish across blocks follows
+    polish_moves: bool = True  # the polish also moves single copies (chains that cross blocks)
+    polish_chunk: int = 32  # copies moved by one assignment in the polish: short chains across blocks
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,10 @@ def _solve_in_blocks(problem: Problem, blocks: int, settings: SolverSettings) ->
 def polish(problem: Problem, X: np.ndarray, settings: SolverSettings) -> np.ndarray:
     """Trade what blocks could not: groups across blocks, then whole groups one partition at a time."""
     best = problem.evaluate(X).total
-    for _ in range(settings.max_rounds):
+    for round_ in range(settings.max_rounds):
+        if settings.polish_moves:
+            for which in copy_patterns(problem.partitions, X.shape[1], round_):
+                X = move_copies(problem, X, which, settings.polish_chunk)
         X = permute_groups(problem, X, settings.chunk_roles)
         X = reseat_partitions(problem, X)
         total = problem.evaluate(X).total
