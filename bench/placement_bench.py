@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from placement.assignment import NoAssignment
 from placement.baselines import greedy_assignment, round_robin_assignment
 from placement.bounds import lower_bound
 from placement.build import InfeasiblePlacement, build_problem
@@ -79,9 +80,10 @@ def family_instances(seed: int, large: bool) -> list[tuple[str, Topology, list[P
         flat_big = [Node(f"n{i}", "r0", capacity=capacity_for(4096, 2, 128), load=float(rng.uniform(0, 0.5)))
                     for i in range(128)]
         big = [("one rack, l=4096", Topology(tuple(flat_big)), random_demands(4096, rng), 2)]
+    room = sum(node.capacity for node in uneven)
     return [
         *big,
-        ("uneven racks", Topology(tuple(uneven)), random_demands(300, rng), 2),
+        ("uneven racks", Topology(tuple(uneven)), random_demands(min(300, int(room / 3 / 1.2)), rng), 2),
         ("one rack", Topology(tuple(flat)), random_demands(300, rng), 2),
         ("two racks", Topology(tuple(two)), random_demands(300, rng), 2),
         ("tight tree", tree_topology(2, 4, 4, capacity_for(400, 2, 32, 1.05), rng, 0.5), random_demands(400, rng), 2),
@@ -105,20 +107,31 @@ def compare(name: str, problem: Problem, repeats: int) -> dict[str, object]:
     solve_s, (X, blocks) = timed(lambda: solve_problem(problem, SolverSettings()), repeats)
     assert not problem.violations(X), problem.violations(X)
     ours = problem.evaluate(X).total
-    greedy_s, G = timed(lambda: greedy_assignment(problem), 1)
-    round_robin_s, R = timed(lambda: round_robin_assignment(problem), 1)
+    greedy_s, greedy = timed(lambda: baseline_cost(problem, greedy_assignment), 1)
+    round_robin_s, round_robin = timed(lambda: baseline_cost(problem, round_robin_assignment), 1)
     bound = lower_bound(problem)
-    greedy = problem.evaluate(G).total
-    round_robin = problem.evaluate(R).total
     return {
         "name": name, "partitions": problem.partitions, "nodes": problem.nodes, "replicas": problem.replicas,
         "copies_per_rack": problem.rack_limit, "blocks": blocks,
         "solve_s": solve_s, "greedy_s": greedy_s, "round_robin_s": round_robin_s,
-        "cost": ours, "greedy_cost": greedy, "round_robin_cost": round_robin, "lower_bound": bound,
-        "ratio_vs_greedy": ours / greedy, "ratio_vs_round_robin": ours / round_robin,
-        "gap_to_lower_bound": ours / bound - 1, "greedy_gap_to_lower_bound": greedy / bound - 1,
-        "round_robin_gap_to_lower_bound": round_robin / bound - 1,
+        "cost": ours, "greedy_cost": finite(greedy), "round_robin_cost": finite(round_robin), "lower_bound": bound,
+        "ratio_vs_greedy": finite(ours / greedy), "ratio_vs_round_robin": finite(ours / round_robin),
+        "gap_to_lower_bound": ours / bound - 1, "greedy_gap_to_lower_bound": finite(greedy / bound - 1),
+        "round_robin_gap_to_lower_bound": finite(round_robin / bound - 1),
     }
+
+
+def finite(value: float) -> float | None:
+    """`value`, or None where a baseline found no placement (ratios against it are 0, costs inf)."""
+    return value if np.isfinite(value) and value != 0 else None
+
+
+def baseline_cost(problem: Problem, baseline: Callable[[Problem], np.ndarray]) -> float:
+    """The baseline's cost, or inf when it finds no valid placement (round robin can run out of room)."""
+    try:
+        return problem.evaluate(baseline(problem)).total
+    except NoAssignment:
+        return float("inf")
 
 
 def failure(topology: Topology, demands: list[PartitionDemand], q: int) -> dict[str, object]:
@@ -209,11 +222,12 @@ def plot(report: dict, path: Path) -> None:
     for offset, key, label in ((-0.27, "gap_to_lower_bound", "Hungarian (ours)"),
                                (0.0, "greedy_gap_to_lower_bound", "greedy"),
                                (0.27, "round_robin_gap_to_lower_bound", "round robin")):
-        axes[0].bar(x + offset, [max(i[key], 1e-9) for i in instances], 0.27, label=label)
+        axes[0].bar(x + offset, [1e2 if i[key] is None else max(i[key], 1e-9) for i in instances], 0.27,
+                    label=label)
     axes[0].set_yscale("log")
     axes[0].set_ylim(1e-10, 1e2)
     axes[0].set_xticks(x, names, rotation=35, ha="right", fontsize=8)
-    axes[0].set_ylabel("cost / lower bound - 1 (floor 1e-9)")
+    axes[0].set_ylabel("cost / lower bound - 1 (floor 1e-9; top: no placement)")
     axes[0].set_title("Cost above the lower bound")
     axes[0].legend(fontsize=8, loc="upper center", ncol=3)
     head = [i for i in instances if i["name"] in TARGET_S]
@@ -239,10 +253,13 @@ def plot(report: dict, path: Path) -> None:
 def print_table(report: dict) -> None:
     print(f"{'instance':<20}{'l':>6}{'z':>5}{'q':>3}{'blocks':>7}{'solve s':>9}{'greedy s':>9}"
           f"{'vs greedy':>11}{'vs r-robin':>11}{'gap to LB':>11}")
+    def shown(value: float | None, form: str) -> str:
+        return "-" if value is None else format(value, form)
+
     for i in report["instances"]:
         print(f"{i['name']:<20}{i['partitions']:>6}{i['nodes']:>5}{i['replicas']:>3}{i['blocks']:>7}"
-              f"{i['solve_s']:>9.3f}{i['greedy_s']:>9.3f}{i['ratio_vs_greedy']:>11.6f}"
-              f"{i['ratio_vs_round_robin']:>11.4f}{i['gap_to_lower_bound']:>11.2e}")
+              f"{i['solve_s']:>9.3f}{i['greedy_s']:>9.3f}{shown(i['ratio_vs_greedy'], '.6f'):>11}"
+              f"{shown(i['ratio_vs_round_robin'], '.4f'):>11}{i['gap_to_lower_bound']:>11.2e}")
     f, j, e, b = report["failure"], report["join"], report["exhaustive"], report["block_decomposition"]
     print(f"failure of {f['failed_node']} ({f['roles_on_failed_node']} roles): {f['moves']} moves "
           f"({f['handovers_among_holders']} hand-overs among holders), {f['bytes_moved'] / 1e9:.1f} GB, "
@@ -293,8 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     report["block_decomposition"] = blocks_against_whole(*((256, 32, 2) if args.quick else (512, 32, 2)), args.seed)
     report["instances"] = instances
     report["solve_s"] = {i["name"]: i["solve_s"] for i in instances if i["name"] in TARGET_S}
-    report["cost_ratio_vs_greedy"] = max(i["ratio_vs_greedy"] for i in instances)
-    report["cost_ratio_vs_round_robin"] = max(i["ratio_vs_round_robin"] for i in instances)
+    report["cost_ratio_vs_greedy"] = max(i["ratio_vs_greedy"] for i in instances if i["ratio_vs_greedy"])
+    report["cost_ratio_vs_round_robin"] = max(
+        i["ratio_vs_round_robin"] for i in instances if i["ratio_vs_round_robin"]
+    )
     report["moved_on_node_failure"] = report["failure"]["moves"]
     report["roles_on_failed_node"] = report["failure"]["roles_on_failed_node"]
     args.out.parent.mkdir(parents=True, exist_ok=True)

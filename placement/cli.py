@@ -54,8 +54,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size-bytes", type=float, default=256e6, help="state size of counted partitions")
     parser.add_argument("--increment-bytes", type=float, default=2e6, help="increment per batch of counted partitions")
     parser.add_argument("--horizon", type=float, default=CostModel.horizon_batches, help="batches a placement lasts")
-    parser.add_argument("--load-weight", type=float, default=CostModel.load_weight)
-    parser.add_argument("--migration-weight", type=float, default=CostModel.migration_weight)
+    parser.add_argument("--load-weight", type=float, default=CostModel.load_weight,
+                        help="cost of a role on a full node, in mean increments per batch")
+    parser.add_argument("--migration-weight", type=float, default=CostModel.migration_weight,
+                        help="cost of a byte moved, in byte-hops")
     parser.add_argument("--out", type=Path, help="write the plan (placement, cost, moves) as JSON")
 
 

@@ -18,10 +18,12 @@ of a node and the nodes of a rack are near copies of one another, `linear_sum_as
 3. Exact local search (`neighbourhoods`), each step exact for its neighbourhood and never raising the
    cost: move one copy of every partition at once (one assignment per chunk of partitions, the copy
    that moves varying per partition; small problems try every combination), hand the existing groups
-   to the partitions that gain most from them, re-seat one partition's whole group at a time, and let
-   each partition make its cheapest copy primary. Rounds stop when one lowers nothing. After blocks, a
-   polish across blocks permutes and re-seats groups. A re-placement against a current placement is not
-   split into blocks: migration costs anchor every role to its node, which keeps the assignments fast.
+   to the partitions that gain most from them, re-seat one partition's whole group at a time (on small
+   problems also two partitions at a time), and let each partition make its cheapest copy primary.
+   Rounds stop when one lowers nothing. After blocks, a polish across blocks moves single copies in
+   small chunks (short chains of moves that cross blocks), then permutes and re-seats groups. A
+   re-placement against a current placement is not split into blocks: migration costs anchor every
+   role to its node, which keeps the assignments fast.
 
 Optimality: not certified in general. The traffic between a primary and its replicas couples the
 stages (a quadratic assignment), so the result is a local optimum of the neighbourhoods above. Measured:
