@@ -104,18 +104,21 @@ def timed(run: Callable[[], object], repeats: int) -> tuple[float, object]:
 
 def compare(name: str, problem: Problem, repeats: int) -> dict[str, object]:
     """Solve `problem`, and price both baselines and the lower bound on it."""
-    solve_s, (X, blocks) = timed(lambda: solve_problem(problem, SolverSettings()), repeats)
+    solve_s, (X, how) = timed(lambda: solve_problem(problem, SolverSettings()), repeats)
     assert not problem.violations(X), problem.violations(X)
     ours = problem.evaluate(X).total
+    alone, _ = solve_problem(problem, SolverSettings(greedy_start=False))
+    hungarian = problem.evaluate(alone).total
     greedy_s, greedy = timed(lambda: baseline_cost(problem, greedy_assignment), 1)
     round_robin_s, round_robin = timed(lambda: baseline_cost(problem, round_robin_assignment), 1)
     bound = lower_bound(problem)
     return {
         "name": name, "partitions": problem.partitions, "nodes": problem.nodes, "replicas": problem.replicas,
-        "copies_per_rack": problem.rack_limit, "blocks": blocks,
+        "copies_per_rack": problem.rack_limit, "blocks": how.blocks, "start": how.start,
         "solve_s": solve_s, "greedy_s": greedy_s, "round_robin_s": round_robin_s,
         "cost": ours, "greedy_cost": finite(greedy), "round_robin_cost": finite(round_robin), "lower_bound": bound,
         "ratio_vs_greedy": finite(ours / greedy), "ratio_vs_round_robin": finite(ours / round_robin),
+        "hungarian_start_only_cost": hungarian, "hungarian_start_only_ratio_vs_greedy": finite(hungarian / greedy),
         "gap_to_lower_bound": ours / bound - 1, "greedy_gap_to_lower_bound": finite(greedy / bound - 1),
         "round_robin_gap_to_lower_bound": finite(round_robin / bound - 1),
     }
@@ -201,10 +204,11 @@ def blocks_against_whole(partitions: int, z: int, q: int, seed: int) -> dict[str
     """The price of solving in blocks: the same fresh instance solved whole and split."""
     topology, demands = tree_instance(partitions, z, q, seed)
     problem = build_problem(topology, demands, q, CostModel())
-    whole_s, (W, _) = timed(lambda: solve_problem(problem, SolverSettings(block_partitions=partitions)), 1)
-    split_s, (S, blocks) = timed(lambda: solve_problem(problem, SolverSettings()), 1)
+    as_one = SolverSettings(block_partitions=partitions, greedy_start=False)
+    whole_s, (W, _) = timed(lambda: solve_problem(problem, as_one), 1)
+    split_s, (S, how) = timed(lambda: solve_problem(problem, SolverSettings(greedy_start=False)), 1)
     whole, split = problem.evaluate(W).total, problem.evaluate(S).total
-    return {"partitions": partitions, "nodes": z, "replicas": q, "blocks": blocks, "whole_cost": whole,
+    return {"partitions": partitions, "nodes": z, "replicas": q, "blocks": how.blocks, "whole_cost": whole,
             "split_cost": split, "split_over_whole": split / whole - 1, "whole_s": whole_s, "split_s": split_s,
             "lower_bound": lower_bound(problem)}
 

@@ -1,7 +1,8 @@
 """Two placements to measure the solver against, judged by the same cost model.
 
 - greedy: partitions by decreasing increment, each given its cheapest group given those placed before
-  (myopic, as a controller that places partitions as they appear would);
+  (myopic, as a controller that places partitions as they appear would). The solver also uses it as a
+  second start for its local search, so its result is never worse than this one;
 - round robin: partition i starts at node i of a rack-interleaved node list and takes the next nodes
   with room that the rack limit allows (cost-blind, like Kafka's default replica assignment).
 """

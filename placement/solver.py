@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from placement.assignment import NoAssignment, assign_to_slots
+from placement.baselines import greedy_assignment
 from placement.build import InfeasiblePlacement, build_problem
 from placement.costs import CostBreakdown, CostModel
 from placement.demand import PartitionDemand
@@ -69,6 +70,15 @@ class SolverSettings:
     block_rounds: int = 1  # improvement rounds inside each block; the polish across blocks follows
     polish_moves: bool = True  # the polish also moves single copies (chains that cross blocks)
     polish_chunk: int = 32  # copies moved by one assignment in the polish: short chains across blocks
+    greedy_start: bool = True  # also start a fresh placement from one group at a time (see solve_problem)
+
+
+@dataclass(frozen=True)
+class HowSolved:
+    """How a solution was reached: in how many blocks, and from which start."""
+
+    blocks: int
+    start: str  # "hungarian": the staged assignments; "greedy": one group at a time, heaviest first
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,7 @@ class PlacementResult:
     placement: Placement
     cost: CostBreakdown
     copies_per_rack: int  # most copies of one partition on one rack (1: distinct racks)
-    blocks: int
+    how: HowSolved
 
 
 def solve_placement(
@@ -96,21 +106,39 @@ def solve_placement(
     Raises `InfeasiblePlacement` when no placement meets the constraints.
     """
     problem = build_problem(topology, demands, replicas, cost_model or CostModel(), current)
-    X, blocks = solve_problem(problem, settings or SolverSettings())
-    return PlacementResult(problem.placement(X), problem.evaluate(X), problem.rack_limit, blocks)
+    X, how = solve_problem(problem, settings or SolverSettings())
+    return PlacementResult(problem.placement(X), problem.evaluate(X), problem.rack_limit, how)
 
 
-def solve_problem(problem: Problem, settings: SolverSettings) -> tuple[np.ndarray, int]:
-    """The assignment for `problem` and the number of blocks it was solved in."""
+def solve_problem(problem: Problem, settings: SolverSettings) -> tuple[np.ndarray, HowSolved]:
+    """The assignment for `problem`, and how it was reached.
+
+    A fresh placement is also built a second way, one partition at a time taking its cheapest group
+    (heaviest increments first), and polished by the same local search when that start is cheaper:
+    the staged assignments in blocks can end in a local optimum that needs several groups to move at
+    once to leave, and this way the result is never worse than that construction.
+    """
     fresh = bool((problem.start < 0).all())
     blocks = -(-problem.partitions // settings.block_partitions) if fresh else 1
     while True:
         try:
-            return _solve_in_blocks(problem, max(blocks, 1), settings), max(blocks, 1)
+            X = _solve_in_blocks(problem, max(blocks, 1), settings)
+            break
         except InfeasiblePlacement:
             if blocks <= 1:
                 raise
             blocks = -(-blocks // 2)  # a share too thin for its block: merge blocks
+    how = HowSolved(max(blocks, 1), "hungarian")
+    if fresh and settings.greedy_start:
+        try:
+            G = greedy_assignment(problem)
+        except NoAssignment:
+            return X, how
+        if problem.evaluate(G).total < problem.evaluate(X).total:
+            G = polish(problem, G, settings)
+            if problem.evaluate(G).total < problem.evaluate(X).total:
+                return G, replace(how, start="greedy")
+    return X, how
 
 
 def _solve_in_blocks(problem: Problem, blocks: int, settings: SolverSettings) -> np.ndarray:
