@@ -24,6 +24,8 @@ of a node and the nodes of a rack are near copies of one another, `linear_sum_as
    small chunks (short chains of moves that cross blocks), then permutes and re-seats groups. A
    re-placement against a current placement is not split into blocks: migration costs anchor every
    role to its node, which keeps the assignments fast.
+4. A second start. A fresh placement is also built one group at a time (the greedy baseline) and
+   polished the same way when it starts cheaper; the cheaper result wins (`HowSolved.start`).
 
 Optimality: not certified in general. The traffic between a primary and its replicas couples the
 stages (a quadratic assignment), so the result is a local optimum of the neighbourhoods above. Measured:
