@@ -125,6 +125,17 @@ class StreamingAggregation:
             os.utime(target, (1_700_000_000 + self.fed, 1_700_000_000 + self.fed))  # file order = feeding order
             self.fed += 1
 
+    def rewrite_input(self, index: int) -> None:
+        """Give input file `index` other rows (for a re-run of its batch: Spark reads the same file again)."""
+        rng = random.Random(10_000 + index)
+        lines = "".join(
+            json.dumps({"k": f"key{rng.randrange(self.keys):06d}", "v": 5000 + rng.randrange(1000)}) + "\n"
+            for _ in range(self.rows_per_batch)
+        )
+        target = self.input_dir / f"b{index:05d}.json"
+        target.write_text(lines)
+        os.utime(target, (1_700_000_000 + index, 1_700_000_000 + index))
+
     def processed(self) -> int:
         """Input files processed so far (committed micro-batches with data)."""
         self.raise_if_failed()
@@ -335,6 +346,16 @@ def replicas_converged(address: str, job: StreamingAggregation, q: int) -> dict[
     return groups
 
 
+def wait_converged(address: str, job: StreamingAggregation, q: int, timeout: float) -> dict[str, dict[str, int]]:
+    """`replicas_converged`, waited for; on timeout the error shows the primaries' and replicas' versions."""
+    try:
+        return wait_until(lambda: replicas_converged(address, job, q), timeout, "replicas at the last version")
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc}: primaries {job.last_versions()}, replicas {replicas_by_partition(status(address))}"
+        ) from None
+
+
 def assert_replicas_identical(root: Path, job: StreamingAggregation, groups: dict[str, dict[str, int]]) -> int:
     """Every replica's content equals the primary's restored state at the same version; returns keys compared."""
     compared = 0
@@ -372,9 +393,9 @@ def run_statestore_status(address: str) -> str:
 
 
 @contextlib.contextmanager
-def replica_cluster(root: Path, q: int, app: str) -> Iterator[Any]:
+def replica_cluster(root: Path, q: int, app: str, **settings: object) -> Iterator[Any]:
     """A local-cluster session with replication factor `q`; on exit its sidecars must be gone."""
-    spark = start_spark(root, app, replication_factor=q)
+    spark = start_spark(root, app, replication_factor=q, **settings)
     try:
         yield spark
     finally:

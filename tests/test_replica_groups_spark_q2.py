@@ -1,6 +1,7 @@
-"""Replica groups under a real Spark query, q=2: on local-cluster[3,1,1024] every partition is replicated on
-both other executors' nodes, each replica within one version of the primary during the stream and, once
-quiet, identical to the primary's state."""
+"""Replica groups under a real Spark query, q=2 and sync: on local-cluster[3,1,1024] every partition is
+replicated on both other executors' nodes; a commit waits for one replica's ack, so right after each batch
+one replica of every partition already holds its last version (read from the replica's own store); every
+replica stays within one version of the primary and, once quiet, holds the primary's exact state."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from test_replica_groups_spark_harness import (
     controller_address,
     primaries,
     replica_cluster,
+    replica_db,
     replicas_by_partition,
     replicas_converged,
     sidecar_pids,
     status,
+    store_digest,
     wait_until,
 )
 
@@ -31,11 +34,11 @@ Q = 2
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
     root = tmp_path_factory.mktemp("rg2")
-    with replica_cluster(root, Q, "statestore-replica-groups-q2") as session:
+    with replica_cluster(root, Q, "statestore-replica-groups-q2", sync=True) as session:
         yield session, root
 
 
-def test_every_partition_has_two_replicas_within_one_version_and_identical(spark: tuple[Any, Path]) -> None:
+def test_two_replicas_per_partition_sync_within_one_version_and_identical(spark: tuple[Any, Path]) -> None:
     session, root = spark
     job = StreamingAggregation(session, root / "job")
     job.feed(2)
@@ -55,6 +58,8 @@ def test_every_partition_has_two_replicas_within_one_version_and_identical(spark
                 for store_id, held in groups.items():
                     assert len(held) == Q, f"{store_id} has replicas {held}"
                     assert all(last[store_id] - 1 <= v <= last[store_id] for v in held.values()), (store_id, held)
+                    on_disk = [store_digest(replica_db(root, node, store_id))[0] for node in held]
+                    assert last[store_id] in on_disk, f"sync: no replica of {store_id} at {last[store_id]}: {on_disk}"
         assert sampler.samples > 10
         assert sampler.max_lag <= 1, f"lag above one version: {sampler.worst}"
         groups = wait_until(lambda: replicas_converged(address, job, Q), 15, "replicas at the last version")
