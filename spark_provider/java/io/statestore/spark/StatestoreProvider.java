@@ -29,6 +29,8 @@ import org.slf4j.LoggerFactory;
  */
 public final class StatestoreProvider implements StateStoreProvider {
   private static final Logger LOG = LoggerFactory.getLogger(StatestoreProvider.class);
+  /** Longest a background snapshot waits for a quiet point between batches before the next commit retries. */
+  private static final long QUIET_POINT_WAIT_NANOS = TimeUnit.MINUTES.toNanos(5);
   private static final ExecutorService SNAPSHOTS = Executors.newSingleThreadExecutor(r -> {
     Thread t = new Thread(r, "statestore-snapshot");
     t.setDaemon(true);
@@ -61,6 +63,9 @@ public final class StatestoreProvider implements StateStoreProvider {
   /** Closing the local store waits for a background flush (which runs without the provider's monitor). */
   private final ReentrantReadWriteLock localLife = new ReentrantReadWriteLock();
   private long staleAbove = Long.MAX_VALUE;
+  /** A store able to write is open (between getStore and its commit or abort); guarded by the monitor. */
+  private boolean writerOpen;
+  private boolean closing;
   private volatile Future<?> pendingSnapshot;
   private volatile LastCommit lastCommit = new LastCommit(0, 0, 0, 0, 0, 0);
   private volatile LastSnapshot lastSnapshot = new LastSnapshot(0, 0, 0, 0);
@@ -156,6 +161,7 @@ public final class StatestoreProvider implements StateStoreProvider {
     }
     lastLoadMs = (System.nanoTime() - start) / 1_000_000;
     current = new StatestoreStore(this, local, version, readOnly);
+    if (!readOnly) writerOpen = true;
     return current;
   }
 
@@ -238,6 +244,9 @@ public final class StatestoreProvider implements StateStoreProvider {
     } catch (IOException | RocksDBException | RuntimeException e) {
       localDirty = true;
       throw new IllegalStateException("statestore: commit of store " + storeIdString + " failed: " + e.getMessage(), e);
+    } finally {
+      writerOpen = false;
+      notifyAll(); // a background snapshot may be waiting for this quiet point
     }
   }
 
@@ -253,9 +262,11 @@ public final class StatestoreProvider implements StateStoreProvider {
    * <ol>
    *   <li>flush the memtables without the provider's monitor (RocksDB allows it while the next batch
    *       writes; the local store cannot be closed meanwhile);</li>
-   *   <li>under the monitor, only if the store still is at {@code version} with no store able to write
-   *       (a new writable store needs the monitor), a RocksDB checkpoint: hard links, little left to flush;
-   *       otherwise the next commit schedules the snapshot again;</li>
+   *   <li>under the monitor, at the next quiet point (no store able to write: commit and abort notify, and
+   *       a new writable store needs the monitor), a RocksDB checkpoint of the version committed then, which
+   *       may be later than {@code version}: hard links, little left to flush. Waiting for the quiet point,
+   *       rather than skipping when a batch is under way, is what lets snapshots happen at all when batches
+   *       follow each other with gaps shorter than a flush;</li>
    *   <li>upload and retention, without the monitor.</li>
    * </ol>
    */
@@ -272,13 +283,25 @@ public final class StatestoreProvider implements StateStoreProvider {
       localLife.readLock().unlock();
     }
     long flushed = System.nanoTime();
-    File staging = new File(localDir.getPath() + ".snapshot-" + version);
+    File staging;
     synchronized (this) {
-      if (local != store || localDirty || store.version() != version || store.hasUncommittedChanges()
-          || (current != null && current.writing())) {
-        LOG.debug("statestore: snapshot {} of {} skipped, the next version is under way", version, storeIdString);
-        return;
+      long deadline = flushed + QUIET_POINT_WAIT_NANOS;
+      while (local == store && !localDirty && !closing && (writerOpen || store.hasUncommittedChanges())) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+          LOG.debug("statestore: snapshot {} of {} skipped, no quiet point in time", version, storeIdString);
+          return;
+        }
+        try {
+          wait(Math.max(1, left / 1_000_000));
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          return;
+        }
       }
+      if (local != store || localDirty || writerOpen || store.hasUncommittedChanges()) return;
+      version = store.version();
+      staging = new File(localDir.getPath() + ".snapshot-" + version);
       try {
         LocalDirs.deleteRecursively(staging);
         store.checkpointTo(staging);
@@ -307,6 +330,8 @@ public final class StatestoreProvider implements StateStoreProvider {
   synchronized void abort(LocalStore store) {
     // Writes went straight into the database: the next load restores rather than trust it.
     localDirty = true;
+    writerOpen = false;
+    notifyAll();
   }
 
   @Override
@@ -338,6 +363,10 @@ public final class StatestoreProvider implements StateStoreProvider {
 
   @Override
   public void close() {
+    synchronized (this) {
+      closing = true; // a snapshot waiting for a quiet point gives up
+      notifyAll();
+    }
     // Not under the monitor: the background snapshot takes it.
     Future<?> pending = pendingSnapshot;
     if (pending != null) {
