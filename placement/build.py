@@ -7,7 +7,7 @@ current placement is mapped to holders, old primaries and the roles that may sta
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -35,8 +35,12 @@ def build_problem(
     replicas: int,
     cost_model: CostModel,
     current: Placement | None = None,
+    pinned_primaries: Mapping[str, str] | None = None,
 ) -> Problem:
-    """The dense problem; refuses infeasible requests with `InfeasiblePlacement`."""
+    """The dense problem; refuses infeasible requests with `InfeasiblePlacement`.
+
+    `pinned_primaries` maps partitions to the node their primary must stay on (`_pin`).
+    """
     if replicas < 0:
         raise ValueError(f"replicas must be >= 0, got {replicas}")
     check_unique(demands)
@@ -58,9 +62,11 @@ def build_problem(
     old_primary = np.full(partitions, -1, dtype=np.int64)
     start = np.full((partitions, copies), -1, dtype=np.int64)
     known = np.array([current is not None and d.id in current for d in demands], dtype=bool)
+    pinned = _pin(topology, demands, pinned_primaries or {}, slots, copies)
     if current is not None:
         _map_current(topology, demands, current, slots, holder, old_primary, start)
-        _drop_conflicts(start, rack, rack_limit, slots)
+    _place_pins(start, pinned)
+    _drop_conflicts(start, rack, rack_limit, slots, pinned)
     return Problem(
         node_ids=tuple(node.id for node in topology.nodes),
         partition_ids=tuple(d.id for d in demands),
@@ -76,7 +82,49 @@ def build_problem(
         known=known,
         horizon=cost_model.horizon_batches,
         migration_weight=cost_model.migration_weight,
+        pinned=pinned,
     )
+
+
+def _pin(
+    topology: Topology,
+    demands: Sequence[PartitionDemand],
+    pins: Mapping[str, str],
+    slots: np.ndarray,
+    copies: int,
+) -> np.ndarray:
+    """Each partition's pinned primary node index (-1: free); refuses pins no placement can honour."""
+    pinned = np.full(len(demands), -1, dtype=np.int64)
+    position = {d.id: p for p, d in enumerate(demands)}
+    unknown = sorted(set(pins) - set(position))
+    if unknown:
+        raise ValueError(f"pinned primaries name partitions without a demand: {', '.join(unknown[:5])}")
+    index = topology.index
+    for partition, node in pins.items():
+        if node not in index or slots[index[node]] == 0:
+            why = "is not in the topology" if node not in index else "takes no roles (draining or no capacity)"
+            raise InfeasiblePlacement(
+                f"partition {partition}'s primary is pinned to node {node}, which {why}",
+                partitions=len(demands), copies=copies, needed=1, available=0,
+            )
+        pinned[position[partition]] = index[node]
+    per_node = np.bincount(pinned[pinned >= 0], minlength=len(slots))
+    for n in np.flatnonzero(per_node > slots):
+        raise InfeasiblePlacement(
+            f"{per_node[n]} primaries are pinned to node {topology.nodes[n].id}, which can hold only "
+            f"{slots[n]} roles",
+            partitions=len(demands), copies=copies, needed=int(per_node[n]), available=int(slots[n]),
+        )
+    return pinned
+
+
+def _place_pins(start: np.ndarray, pinned: np.ndarray) -> None:
+    """Put pinned primaries in place; a current replica on its partition's pinned node gives way to it."""
+    for p in np.flatnonzero(pinned >= 0):
+        replicas = [n for n in start[p, 1:] if n >= 0 and n != pinned[p]]
+        start[p, 0] = pinned[p]
+        start[p, 1:] = -1
+        start[p, 1 : 1 + len(replicas)] = replicas
 
 
 def _node_slots(topology: Topology, size: np.ndarray, partitions: int) -> tuple[np.ndarray, np.ndarray]:
@@ -164,8 +212,13 @@ def _map_current(
         start[p, 1 : 1 + len(kept)] = kept
 
 
-def _drop_conflicts(start: np.ndarray, rack: np.ndarray, rack_limit: int, slots: np.ndarray) -> None:
-    """Unplace current roles that now break a constraint: a crowded rack, or a node over capacity."""
+def _drop_conflicts(
+    start: np.ndarray, rack: np.ndarray, rack_limit: int, slots: np.ndarray, pinned: np.ndarray
+) -> None:
+    """Unplace current roles that now break a constraint: a crowded rack, or a node over capacity.
+
+    Pinned primaries are never unplaced (`_pin` checked that they fit).
+    """
     for p in range(start.shape[0]):
         per_rack: dict[int, int] = {}
         for k in range(start.shape[1]):
@@ -182,6 +235,6 @@ def _drop_conflicts(start: np.ndarray, rack: np.ndarray, rack_limit: int, slots:
     for k in range(start.shape[1] - 1, -1, -1):
         for p in range(start.shape[0] - 1, -1, -1):
             node = start[p, k]
-            if node >= 0 and counts[node] > slots[node]:
+            if node >= 0 and counts[node] > slots[node] and not (k == 0 and pinned[p] >= 0):
                 counts[node] -= 1
                 start[p, k] = -1

@@ -70,11 +70,12 @@ def permute_groups(problem: Problem, X: np.ndarray, chunk_roles: int) -> np.ndar
     A partition's cost in a group is its traffic (best primary among the group), hand-over and new
     copies. Without migration terms that is increment times the group's traffic shape, so the best
     permutation pairs the heaviest partitions with the tightest groups (rearrangement inequality); with
-    them, one assignment of partitions by groups per chunk.
+    them (or with pinned primaries, which only groups holding the pinned node may take), one
+    assignment of partitions by groups per chunk.
     """
     if problem.partitions < 2:
         return X
-    if not problem.known.any():
+    if not problem.known.any() and not (problem.pinned >= 0).any():
         shape = problem.hops[X[:, :, None], X[:, None, :]].sum(axis=2).min(axis=1)
         heaviest = np.argsort(-problem.increment, kind="stable")
         tightest = np.argsort(shape, kind="stable")

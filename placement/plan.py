@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from placement.bounds import lower_bound
@@ -48,6 +48,7 @@ def plan_replica_groups(
     cost_model: CostModel | None = None,
     strategy: Strategy | str = Strategy.BATCHED,
     settings: SolverSettings | None = None,
+    pinned_primaries: Mapping[str, str] | None = None,
 ) -> PlacementPlan:
     """Choose replica groups for `demands` on `topology`, or refresh `current` after a change.
 
@@ -55,8 +56,15 @@ def plan_replica_groups(
     Roles on absent or draining nodes are re-placed; every other role stays unless moving it saves more
     than its migration bytes over `cost_model.horizon_batches`. Raises `InfeasiblePlacement` when the
     request cannot be met.
+
+    `pinned_primaries` (partition to node id) fixes primaries decided elsewhere (Spark runs a partition's
+    task where it likes): those stay on their node, and only the replicas (and unpinned primaries) are
+    chosen. A current replica on its partition's pinned node becomes that primary. Pins on nodes absent,
+    draining or with too little room raise `InfeasiblePlacement`.
     """
-    problem = build_problem(topology, demands, replicas, cost_model or CostModel(), current)
+    problem = build_problem(
+        topology, demands, replicas, cost_model or CostModel(), current, pinned_primaries
+    )
     X, _ = solve_problem(problem, settings or SolverSettings())
     placement = problem.placement(X)
     moves = tuple(diff_moves(current, placement, demands, topology)) if current is not None else ()
@@ -78,11 +86,12 @@ def replan(
     cost_model: CostModel | None = None,
     strategy: Strategy | str = Strategy.BATCHED,
     settings: SolverSettings | None = None,
+    pinned_primaries: Mapping[str, str] | None = None,
 ) -> tuple[Topology, PlacementPlan]:
     """Apply `change` to `topology` and refresh `current` for it; returns the new topology and the plan."""
     after = apply_change(topology, change)
     return after, plan_replica_groups(
-        after, demands, current.replicas, current, cost_model, strategy, settings
+        after, demands, current.replicas, current, cost_model, strategy, settings, pinned_primaries
     )
 
 

@@ -11,7 +11,7 @@ one rack, the number of copies (distinct nodes only).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -38,6 +38,11 @@ class Problem:
     known: np.ndarray  # (l,) the partition has a current group: its new copies are migrations
     horizon: float
     migration_weight: float
+    pinned: np.ndarray = field(default=None)  # type: ignore[assignment]  # (l,) node a primary must stay on, -1: free
+
+    def __post_init__(self) -> None:
+        if self.pinned is None:
+            self.pinned = np.full(len(self.partition_ids), -1, dtype=np.int64)
 
     @property
     def replicas(self) -> int:
@@ -61,10 +66,17 @@ class Problem:
         """(l, z): the hand-over cost of a partition's primary sitting on each node.
 
         Moving the primary of a partition that has a current group costs one increment (the new primary
-        must have the last one before it serves); keeping it where it is costs nothing.
+        must have the last one before it serves); keeping it where it is costs nothing. A pinned primary
+        (placed by someone else, e.g. where Spark runs the task) costs nothing on its node and inf
+        elsewhere: every neighbourhood prices a primary through this array, so none can move it.
         """
-        moved = np.arange(self.nodes)[None, :] != self.old_primary[:, None]
-        return self.migration_weight * (self.increment * self.known)[:, None] * moved
+        nodes = np.arange(self.nodes)[None, :]
+        moved = nodes != self.old_primary[:, None]
+        costs = self.migration_weight * (self.increment * self.known)[:, None] * moved
+        pinned = self.pinned >= 0
+        if pinned.any():
+            costs[pinned] = np.where(nodes == self.pinned[pinned, None], 0.0, np.inf)
+        return costs
 
     @cached_property
     def cumulative_slot_costs(self) -> np.ndarray:
@@ -126,6 +138,7 @@ class Problem:
             old_primary=self.old_primary[rows],
             start=self.start[rows],
             known=self.known[rows],
+            pinned=self.pinned[rows],
         )
 
     def counts(self, X: np.ndarray) -> np.ndarray:
@@ -163,6 +176,8 @@ class Problem:
             racks = np.bincount(self.rack[row])
             if racks.max(initial=0) > self.rack_limit:
                 problems.append(f"partition {self.partition_ids[p]} has {racks.max()} copies on one rack")
+            if self.pinned[p] >= 0 and row[0] != self.pinned[p]:
+                problems.append(f"partition {self.partition_ids[p]} has its pinned primary moved")
         counts = self.counts(X)
         for n in np.flatnonzero(counts > self.slots):
             problems.append(f"node {self.node_ids[n]} holds {counts[n]} roles, capacity {self.slots[n]}")

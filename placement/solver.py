@@ -36,7 +36,7 @@ benchmark), and on the benchmark trees it is within 1e-7 of a lower bound no pla
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -100,14 +100,16 @@ def solve_placement(
     cost_model: CostModel | None = None,
     current: Placement | None = None,
     settings: SolverSettings | None = None,
+    pinned_primaries: Mapping[str, str] | None = None,
 ) -> PlacementResult:
     """Place a primary and `replicas` replicas of every partition at low cost.
 
     With `current`, roles on nodes still present (and not draining) are kept unless moving them saves
     more than it costs (the migration part of the cost); roles on nodes gone or draining are re-placed.
-    Raises `InfeasiblePlacement` when no placement meets the constraints.
+    Primaries in `pinned_primaries` (partition to node) stay where they are; only the other roles are
+    chosen. Raises `InfeasiblePlacement` when no placement meets the constraints.
     """
-    problem = build_problem(topology, demands, replicas, cost_model or CostModel(), current)
+    problem = build_problem(topology, demands, replicas, cost_model or CostModel(), current, pinned_primaries)
     X, how = solve_problem(problem, settings or SolverSettings())
     return PlacementResult(problem.placement(X), problem.evaluate(X), problem.rack_limit, how)
 
@@ -131,6 +133,7 @@ def solve_problem(problem: Problem, settings: SolverSettings) -> tuple[np.ndarra
                 raise
             blocks = -(-blocks // 2)  # a share too thin for its block: merge blocks
     how = HowSolved(max(blocks, 1), "hungarian")
+    _check_pins(problem, X)
     if fresh and settings.greedy_start:
         try:
             G = greedy_assignment(problem)
@@ -141,6 +144,20 @@ def solve_problem(problem: Problem, settings: SolverSettings) -> tuple[np.ndarra
             if problem.evaluate(G).total < problem.evaluate(X).total:
                 return G, replace(how, start="greedy")
     return X, how
+
+
+def _check_pins(problem: Problem, X: np.ndarray) -> None:
+    """Refuse a result that moved a pinned primary: only the fallback start can, when nothing else fits."""
+    pinned = problem.pinned >= 0
+    moved = pinned & (X[:, 0] != problem.pinned)
+    if moved.any():
+        names = ", ".join(problem.partition_ids[p] for p in np.flatnonzero(moved)[:5])
+        raise InfeasiblePlacement(
+            f"no placement keeps the pinned primaries where they are and fits the replicas around them "
+            f"(partitions {names}; {int(moved.sum())} of {int(pinned.sum())} pinned primaries would move)",
+            partitions=problem.partitions, copies=X.shape[1], needed=int(pinned.sum()),
+            available=int(pinned.sum() - moved.sum()),
+        )
 
 
 def _solve_in_blocks(problem: Problem, blocks: int, settings: SolverSettings) -> np.ndarray:
@@ -176,8 +193,28 @@ def _solve_whole(problem: Problem, settings: SolverSettings) -> np.ndarray:
     try:
         X = place_missing(problem, problem.start.copy(), settings.chunk_roles)
     except NoAssignment:
-        X = spread_assignment(problem)  # raises InfeasiblePlacement if nothing fits
+        X = _fallback_start(problem)
     return improve(problem, X, settings)
+
+
+def _fallback_start(problem: Problem) -> np.ndarray:
+    """A complete start when the staged assignment paints itself into a corner.
+
+    The spread layout ignores costs, so it would also ignore pinned primaries; with pins, one group at
+    a time (which prices a primary off its pin as inf) is the fallback, and failing that the request is
+    refused.
+    """
+    if not (problem.pinned >= 0).any():
+        return spread_assignment(problem)  # raises InfeasiblePlacement if nothing fits
+    try:
+        return greedy_assignment(problem)
+    except NoAssignment:
+        raise InfeasiblePlacement(
+            f"found no placement that keeps the {int((problem.pinned >= 0).sum())} pinned primaries where "
+            f"they are and fits {problem.replicas} replicas of every partition around them",
+            partitions=problem.partitions, copies=problem.replicas + 1,
+            needed=problem.partitions * (problem.replicas + 1), available=int(problem.slots.sum()),
+        ) from None
 
 
 def place_missing(problem: Problem, X: np.ndarray, chunk_roles: int) -> np.ndarray:
