@@ -17,18 +17,84 @@ from test_node_harness import (
     wait_until,
 )
 
-from statestore.controller.replica_groups import choose_replica_group
+from statestore.controller.membership import Membership
+from statestore.controller.replica_groups import ReplicaGroups
+from statestore.rpc import common_pb2, control_pb2
 
 STORE = "1/0/default"
 
 
-def test_replica_group_is_the_next_q_live_nodes_after_the_primary() -> None:
-    nodes = ["a", "b", "c", "d"]
-    assert choose_replica_group("p", "b", nodes, 1) == ["c"]
-    assert choose_replica_group("p", "d", nodes, 2) == ["a", "b"]
-    assert choose_replica_group("p", "c", nodes, 5) == ["d", "a", "b"]
-    assert choose_replica_group("p", "a", nodes, 0) == []
-    assert choose_replica_group("p", "b", ["a", "c"], 1) == ["c"]  # a primary not live keeps its ring place
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _beat(membership: Membership, node: str, primaries: list[str], rack: str = "") -> None:
+    membership.heartbeat(
+        control_pb2.HeartbeatRequest(
+            node=control_pb2.NodeRef(node_id=node, address=f"{node}:1", rack=rack),
+            primaries=[
+                control_pb2.PrimaryReport(store=common_pb2.StoreRef(store_id=p), version=1) for p in primaries
+            ],
+        )
+    )
+
+
+def _groups(chooser: ReplicaGroups, primaries: dict[str, str]) -> dict[str, list[str]]:
+    return {p: chooser.choose_replica_group(p, node) for p, node in primaries.items()}
+
+
+def test_placement_keeps_primaries_and_replaces_only_a_dead_nodes_roles() -> None:
+    clock = _Clock()
+    membership = Membership(dead_after=3.0, clock=clock)
+    nodes = ["a", "b", "c", "d", "e"]
+    primaries = {f"p{i}": nodes[i % 3] for i in range(12)}  # Spark runs the tasks on a, b and c only
+    for node in nodes:
+        _beat(membership, node, [p for p, n in primaries.items() if n == node])
+    chooser = ReplicaGroups(membership, q=2)
+    before = _groups(chooser, primaries)
+    for p, replicas in before.items():
+        assert len(replicas) == 2 and len(set(replicas)) == 2 and primaries[p] not in replicas
+    assert chooser.current().placement is not None
+    assert all(chooser.current().placement[p].primary == n for p, n in primaries.items())  # pinned
+    assert _groups(chooser, primaries) == before and chooser.replans == 1  # cached while nothing changes
+    clock.now = 5.0  # every node but d heartbeats: d is dead
+    for node in ["a", "b", "c", "e"]:
+        _beat(membership, node, [p for p, n in primaries.items() if n == node])
+    after = _groups(chooser, primaries)
+    assert chooser.replans == 2
+    for p in primaries:
+        assert len(after[p]) == 2 and len(set(after[p])) == 2 and primaries[p] not in after[p]
+        assert "d" not in after[p]
+        kept = [n for n in before[p] if n != "d"]
+        assert set(kept) <= set(after[p]), (p, before[p], after[p])  # only d's role moved
+
+
+def test_placement_degrades_with_too_few_nodes_and_q_zero() -> None:
+    membership = Membership(dead_after=3.0, clock=_Clock())
+    _beat(membership, "a", ["p0", "p1"])
+    _beat(membership, "b", [])
+    chooser = ReplicaGroups(membership, q=3)
+    assert _groups(chooser, {"p0": "a", "p1": "a"}) == {"p0": ["b"], "p1": ["b"]}
+    assert "only 2 live node(s): 1 replica(s) per partition instead of 3" in chooser.current().note
+    assert ReplicaGroups(membership, q=0).choose_replica_group("p0", "a") == []
+    lonely = Membership(dead_after=3.0, clock=_Clock())
+    _beat(lonely, "a", ["p0"])
+    assert ReplicaGroups(lonely, q=1).choose_replica_group("p0", "a") == []
+
+
+def test_racks_are_spread_across() -> None:
+    membership = Membership(dead_after=3.0, clock=_Clock())
+    _beat(membership, "a", ["p0", "p1", "p2", "p3"], rack="r1")
+    _beat(membership, "a2", [], rack="r1")
+    _beat(membership, "b", [], rack="r2")
+    _beat(membership, "b2", [], rack="r2")
+    chooser = ReplicaGroups(membership, q=1)
+    for p in ["p0", "p1", "p2", "p3"]:
+        assert chooser.choose_replica_group(p, "a")[0] in {"b", "b2"}  # distinct racks
 
 
 def _cluster(tmp_path: Path, names: tuple[str, ...], q: int, dead_after: float) -> Cluster:
@@ -86,19 +152,41 @@ def test_status_shows_lag_in_versions_and_bytes(tmp_path: Path) -> None:
 
 
 def test_dead_replica_is_replaced_and_the_new_one_catches_up(tmp_path: Path) -> None:
+    """Placement picks the replica; killing it moves only its role, and status prints the plan's cost."""
     cluster = _cluster(tmp_path, ("node-a", "node-b", "node-c"), q=1, dead_after=1.5)
     primary = Primary(tmp_path, STORE, cluster.addresses["node-a"])
     try:
         primary.commit_and_ship(5, sync=True)
-        assert _replica_row(cluster, "node-b") is not None
-        cluster.processes["node-b"].kill9()
-        wait_until(lambda: not {n.node.node_id: n.alive for n in cluster.status().nodes}["node-b"], what="b dead")
+        (chosen,) = _replicas(cluster)
+        assert chosen in {"node-b", "node-c"}
+        other = ({"node-b", "node-c"} - {chosen}).pop()
+        cost = cluster.status().placement
+        assert cost.total > 0 and cost.total == cost.traffic + cost.load + cost.migration and cost.replicas == 1
+        cluster.processes[chosen].kill9()
+        wait_until(lambda: not {n.node.node_id: n.alive for n in cluster.status().nodes}[chosen], what="dead")
+        wait_until(lambda: _replicas(cluster) == [other], what=f"{other} takes the dead node's replica role")
         primary.commit_and_ship(3)
-        wait_until(lambda: _replica_row(cluster, "node-c") == (8, 0, 0), what="node-c replica at 8")
-        assert replica_digest(cluster.data_dir("node-c"), STORE) == (8, primary.digest())
+        wait_until(lambda: _replica_row(cluster, other) == (8, 0, 0), what=f"{other} replica at 8")
+        assert replica_digest(cluster.data_dir(other), STORE) == (8, primary.digest())
+        table = subprocess.run(
+            statestore_command("status", "--controller", cluster.controller_address),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=PROJECT_ROOT,
+            check=True,
+        ).stdout
+        assert "placement: cost " in table and "traffic" in table and "migration" in table
     except BaseException:
         print(cluster.logs())
         raise
     finally:
         primary.close()
         cluster.close()
+
+
+def _replicas(cluster: Cluster) -> list[str]:
+    for partition in cluster.status().partitions:
+        if partition.store.store_id == STORE:
+            return [r.node_id for r in partition.replicas]
+    return []

@@ -17,6 +17,7 @@ class NodeRecord:
     node_id: str
     address: str
     last_seen: float
+    rack: str = ""  # empty: the node is its own rack
     primaries: dict[str, control_pb2.PrimaryReport] = field(default_factory=dict)
     replicas_held: dict[str, int] = field(default_factory=dict)
 
@@ -45,9 +46,10 @@ class Membership:
         with self._lock:
             record = self._nodes.get(node.node_id)
             if record is None:
-                self._nodes[node.node_id] = NodeRecord(node.node_id, node.address, self._clock())
+                self._nodes[node.node_id] = NodeRecord(node.node_id, node.address, self._clock(), node.rack)
             else:
                 record.address = node.address
+                record.rack = node.rack
                 record.last_seen = self._clock()
 
     def heartbeat(self, request: control_pb2.HeartbeatRequest) -> None:

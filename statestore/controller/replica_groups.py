@@ -1,19 +1,109 @@
-"""Who replicates what. For now a ring; the placement package replaces `choose_replica_group`."""
+"""Who replicates what: replica groups chosen by the placement package (docs/placement.md).
+
+Spark decides where a partition's task runs, so each primary is pinned where its node reports it and
+placement chooses only the replicas. The plan is cached and recomputed only when its inputs change:
+the live nodes (or their racks), the replication factor, or a partition appearing or changing primary.
+Each re-plan passes the plan in force as `current`, so only what must move moves (a dead node's roles),
+and anything else only if it pays for its migration. `ReplicaGroups.choose_replica_group` is the one
+function the controller calls.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import threading
+from dataclasses import dataclass
+
+from placement import CostBreakdown, InfeasiblePlacement, Placement, PlacementPlan, plan_replica_groups
+from statestore.controller.membership import Membership
+from statestore.controller.placement_inputs import build_topology, demand_of
+from statestore.node.logs import log_event
+
+_log = logging.getLogger("statestore.controller.placement")
 
 
-def choose_replica_group(partition: str, primary: str, live_nodes: Sequence[str], q: int) -> list[str]:
-    """The replica group of `partition`: the next `q` live nodes after its primary on a ring of node ids.
+@dataclass(frozen=True)
+class PlanInForce:
+    """The cached plan and what it was computed from."""
 
-    The ring is the sorted live node ids; a primary that is not live is placed where it would sort.
-    Fewer than `q` replicas when there are not enough other live nodes. `partition` is unused by the
-    ring but part of the contract placement fulfils.
-    """
-    del partition
-    ring = sorted(set(live_nodes) | {primary})
-    start = ring.index(primary)
-    others = [ring[(start + step) % len(ring)] for step in range(1, len(ring))]
-    return [node for node in others if node in set(live_nodes)][: max(q, 0)]
+    key: tuple
+    placement: Placement | None
+    cost: CostBreakdown
+    lower_bound: float
+    replicas: int  # replicas per partition actually placed (fewer than q with too few live nodes)
+    note: str
+
+
+_EMPTY = PlanInForce((), None, CostBreakdown(0.0, 0.0, 0.0), 0.0, 0, "")
+
+
+class ReplicaGroups:
+    """Replica groups of every reported partition, re-planned when membership or partitions change."""
+
+    def __init__(self, membership: Membership, q: int) -> None:
+        self._membership = membership
+        self._q = max(q, 0)
+        self._lock = threading.Lock()
+        self._plan = _EMPTY
+        self.replans = 0
+
+    def choose_replica_group(self, partition: str, primary: str) -> list[str]:
+        """The replica nodes of `partition`, whose primary is on `primary` (at most q, all distinct)."""
+        plan = self.current()
+        if plan.placement is None or partition not in plan.placement:
+            return []
+        group = plan.placement[partition]
+        return [node for node in group.replicas if node != primary]
+
+    def current(self) -> PlanInForce:
+        """The plan for the membership as it is now, re-planned first if its inputs changed."""
+        live = [r for r in self._membership.nodes() if self._membership.is_alive(r)]
+        live_ids = {r.node_id for r in live}
+        partitions = self._membership.partitions()
+        pins = {p.store.store_id: p.primary for p in partitions if p.primary in live_ids}
+        key = (
+            self._q,
+            tuple((r.node_id, r.rack) for r in live),
+            tuple((p.store.store_id, pins.get(p.store.store_id, "")) for p in partitions),
+        )
+        with self._lock:
+            if key != self._plan.key:
+                self._plan = self._replan(key, live, partitions, pins)
+            return self._plan
+
+    def _replan(self, key: tuple, live: list, partitions: list, pins: dict[str, str]) -> PlanInForce:
+        if not live or not partitions:
+            return PlanInForce(key, None, _EMPTY.cost, 0.0, 0, "")
+        q = min(self._q, len(live) - 1)
+        note = ""
+        if q < self._q:
+            note = f"only {len(live)} live node(s): {q} replica(s) per partition instead of {self._q}"
+            log_event(_log, "replicas_degraded", logging.WARNING, live=len(live), asked=self._q, placed=q)
+        demands = [demand_of(p) for p in partitions]
+        previous = self._plan.placement
+        current = previous if previous is not None and previous.replicas == q else None
+        topology = build_topology(live, q + 1, pins, len(demands))
+        try:
+            plan = plan_replica_groups(topology, demands, q, current=current, pinned_primaries=pins)
+        except InfeasiblePlacement as exc:
+            log_event(_log, "placement_infeasible", logging.ERROR, error=str(exc))
+            plan = self._fallback(live, demands, q, current, pins)
+        self.replans += 1
+        moved = sum(1 for m in plan.moves if m.target is not None and m.source is not None)
+        log_event(
+            _log,
+            "replanned",
+            nodes=len(live),
+            partitions=len(demands),
+            replicas=q,
+            moves=len(plan.moves),
+            copy_moves=moved,
+            cost=plan.cost.total,
+        )
+        return PlanInForce(key, plan.placement, plan.cost, plan.lower_bound, q, note)
+
+    @staticmethod
+    def _fallback(live: list, demands: list, q: int, current: Placement | None, pins: dict[str, str]) -> PlacementPlan:
+        """Capacities loosened to every partition on every node: feasible whenever q + 1 nodes are live."""
+        topology = build_topology(live, len(demands) * len(live), pins, len(demands))
+        return plan_replica_groups(topology, demands, q, current=current, pinned_primaries=pins)

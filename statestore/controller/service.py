@@ -7,6 +7,7 @@ import logging
 import grpc
 
 from statestore.controller.membership import Membership
+from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.status import build_status, replica_groups_of
 from statestore.node.logs import log_event
 from statestore.rpc import control_pb2, control_pb2_grpc
@@ -20,6 +21,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
     def __init__(self, membership: Membership, replication_factor: int, heartbeat_interval: float) -> None:
         self._membership = membership
         self._q = replication_factor
+        self.replica_groups = ReplicaGroups(membership, replication_factor)
         self._heartbeat_interval = heartbeat_interval
 
     def Register(
@@ -29,7 +31,9 @@ class ControlService(control_pb2_grpc.ControlServicer):
         if not request.node.node_id or not request.node.address:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "node.node_id and node.address are required")
         self._membership.register(request.node)
-        log_event(_log, "node_registered", node=request.node.node_id, address=request.node.address)
+        log_event(
+            _log, "node_registered", node=request.node.node_id, address=request.node.address, rack=request.node.rack
+        )
         return control_pb2.RegisterReply(
             replication_factor=self._q, heartbeat_interval_seconds=self._heartbeat_interval
         )
@@ -41,8 +45,9 @@ class ControlService(control_pb2_grpc.ControlServicer):
         if not request.node.node_id:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "node.node_id is required")
         self._membership.heartbeat(request)
-        return control_pb2.HeartbeatReply(groups=replica_groups_of(self._membership, request.node.node_id, self._q))
+        groups = replica_groups_of(self._membership, self.replica_groups, request.node.node_id)
+        return control_pb2.HeartbeatReply(groups=groups)
 
     def Status(self, request: control_pb2.StatusRequest, context: grpc.ServicerContext) -> control_pb2.StatusReply:
         """Nodes, partitions, replica groups, versions held and lag."""
-        return build_status(self._membership, self._q)
+        return build_status(self._membership, self.replica_groups, self._q)

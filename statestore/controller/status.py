@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from statestore.controller.membership import Membership
-from statestore.controller.replica_groups import choose_replica_group
+from statestore.controller.replica_groups import ReplicaGroups
 from statestore.rpc import control_pb2
 
 
-def replica_groups_of(membership: Membership, primary_node: str, q: int) -> list[control_pb2.ReplicaGroup]:
+def replica_groups_of(
+    membership: Membership, chooser: ReplicaGroups, primary_node: str
+) -> list[control_pb2.ReplicaGroup]:
     """The replica group of every partition whose primary is `primary_node`."""
-    live = membership.live_node_ids()
     groups = []
     for partition in membership.partitions():
         if partition.primary != primary_node:
             continue
-        members = choose_replica_group(partition.store.store_id, primary_node, live, q)
+        members = chooser.choose_replica_group(partition.store.store_id, primary_node)
         refs = []
         for node_id in members:
             record = membership.node(node_id)
@@ -24,9 +25,22 @@ def replica_groups_of(membership: Membership, primary_node: str, q: int) -> list
     return groups
 
 
-def build_status(membership: Membership, q: int) -> control_pb2.StatusReply:
+def build_status(membership: Membership, chooser: ReplicaGroups, q: int) -> control_pb2.StatusReply:
     """The Status answer."""
-    reply = control_pb2.StatusReply(replication_factor=q)
+    plan = chooser.current()
+    reply = control_pb2.StatusReply(
+        replication_factor=q,
+        placement=control_pb2.PlacementStatus(
+            total=plan.cost.total,
+            traffic=plan.cost.traffic,
+            load=plan.cost.load,
+            migration=plan.cost.migration,
+            lower_bound=plan.lower_bound,
+            replicas=plan.replicas,
+            replans=chooser.replans,
+            note=plan.note,
+        ),
+    )
     records = membership.nodes()
     for record in records:
         reply.nodes.append(
@@ -38,7 +52,6 @@ def build_status(membership: Membership, q: int) -> control_pb2.StatusReply:
                 replicas=len(record.replicas_held),
             )
         )
-    live = membership.live_node_ids()
     by_id = {r.node_id: r for r in records}
     for partition in membership.partitions():
         store_id = partition.store.store_id
@@ -47,7 +60,7 @@ def build_status(membership: Membership, q: int) -> control_pb2.StatusReply:
         status = control_pb2.PartitionStatus(
             store=partition.store, primary_node=partition.primary, primary_version=report.version
         )
-        for node_id in choose_replica_group(store_id, partition.primary, live, q):
+        for node_id in chooser.choose_replica_group(store_id, partition.primary):
             record = by_id.get(node_id)
             held = record.replicas_held.get(store_id, 0) if record else 0
             progress = acked.get(node_id)
@@ -101,8 +114,15 @@ def format_status(reply: control_pb2.StatusReply) -> str:
                     str(r.lag_bytes) if r else "-",
                 ]
             )
+    cost = reply.placement
+    placement = (
+        f"placement: cost {cost.total:.4g} = traffic {cost.traffic:.4g} + load {cost.load:.4g} + migration "
+        f"{cost.migration:.4g} (byte-hops; lower bound {cost.lower_bound:.4g}), {cost.replicas} replica(s) "
+        f"per partition, {cost.replans} re-plan(s)"
+        + (f"\nnote: {cost.note}" if cost.note else "")
+    )
     return (
-        f"replication factor q={reply.replication_factor}\n\nNODES\n"
+        f"replication factor q={reply.replication_factor}\n{placement}\n\nNODES\n"
         + _table(["node", "address", "state", "last heartbeat", "primaries", "replicas"], nodes)
         + "\n\nPARTITIONS\n"
         + _table(["partition", "primary", "version", "replica", "held", "lag versions", "lag bytes"], partitions)

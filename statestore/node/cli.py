@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from statestore.node.logs import configure_logging
@@ -17,6 +18,11 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--controller", metavar="HOST:PORT", help="the controller's address")
     parser.add_argument("--node-id", default="", help="identity in the membership (default: the advertised address)")
     parser.add_argument("--advertise", default="", metavar="HOST:PORT", help="address peers use (default: --listen)")
+    parser.add_argument(
+        "--rack",
+        default="",
+        help="the node's rack, for placement (default: $STATESTORE_NODE_RACK, else the node is its own rack)",
+    )
     parser.add_argument("--heartbeat-interval", type=float, default=0.5, metavar="SECONDS")
     parser.add_argument(
         "--max-in-flight-mb", type=float, default=64, help="unacked bytes per replica before ship waits"
@@ -37,9 +43,12 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from statestore.node.membership import RACK_ENV
     from statestore.node.server import run_node  # grpc and rocksdict load only for this command
 
     configure_logging(args.log_level)
+    if args.rack:
+        os.environ[RACK_ENV] = args.rack  # read by the heartbeater (statestore/node/membership.py)
     settings = NodeSettings(
         listen=args.listen,
         data_dir=args.data_dir,

@@ -7,6 +7,7 @@ lag) and the replicas it holds; the reply brings back the replica group of each 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 
@@ -17,6 +18,10 @@ from statestore.node.settings import NodeSettings
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
 
 _log = logging.getLogger("statestore.node.membership")
+
+# The node's rack for placement, sent on Register and every heartbeat; `statestore node --rack` sets it,
+# and a launcher (e.g. a sidecar's) may set it in the environment. Unset: the node is its own rack.
+RACK_ENV = "STATESTORE_NODE_RACK"
 
 
 class Heartbeater:
@@ -33,7 +38,9 @@ class Heartbeater:
         self._primaries = primaries
         self._replicas_held = replicas_held
         self._on_groups = on_groups
-        self._node = control_pb2.NodeRef(node_id=settings.identity, address=settings.address)
+        self._node = control_pb2.NodeRef(
+            node_id=settings.identity, address=settings.address, rack=os.environ.get(RACK_ENV, "")
+        )
         self._channel = grpc.insecure_channel(settings.controller) if settings.controller else None
         self._stub = control_pb2_grpc.ControlStub(self._channel) if self._channel else None
         self._stop = threading.Event()

@@ -8,12 +8,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class NodeRef(_message.Message):
-    __slots__ = ("node_id", "address")
+    __slots__ = ("node_id", "address", "rack")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+    rack: str
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., rack: _Optional[str] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("node",)
@@ -117,12 +119,34 @@ class PartitionStatus(_message.Message):
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
     def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., primary_version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ...) -> None: ...
 
+class PlacementStatus(_message.Message):
+    __slots__ = ("total", "traffic", "load", "migration", "lower_bound", "replicas", "replans", "note")
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_FIELD_NUMBER: _ClassVar[int]
+    LOWER_BOUND_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REPLANS_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    total: float
+    traffic: float
+    load: float
+    migration: float
+    lower_bound: float
+    replicas: int
+    replans: int
+    note: str
+    def __init__(self, total: _Optional[float] = ..., traffic: _Optional[float] = ..., load: _Optional[float] = ..., migration: _Optional[float] = ..., lower_bound: _Optional[float] = ..., replicas: _Optional[int] = ..., replans: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+
 class StatusReply(_message.Message):
-    __slots__ = ("replication_factor", "nodes", "partitions")
+    __slots__ = ("replication_factor", "nodes", "partitions", "placement")
     REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     replication_factor: int
     nodes: _containers.RepeatedCompositeFieldContainer[NodeStatus]
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionStatus]
-    def __init__(self, replication_factor: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[PartitionStatus, _Mapping]]] = ...) -> None: ...
+    placement: PlacementStatus
+    def __init__(self, replication_factor: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[PartitionStatus, _Mapping]]] = ..., placement: _Optional[_Union[PlacementStatus, _Mapping]] = ...) -> None: ...

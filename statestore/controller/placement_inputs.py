@@ -1,0 +1,58 @@
+"""What the controller feeds placement: a topology of the live nodes, each partition's demand, the pins.
+
+Capacity rule (docs/node.md): every live node gets the even share of all copies,
+`ceil(copies * partitions / nodes)`, plus one spare slot so a re-plan can leave roles where they are,
+raised where Spark's tasks crowd a node to that node's pinned primaries plus its even share of replicas.
+Equal capacities make the convex load cost (k-th role costs k / capacity) spread roles evenly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from placement import Node, PartitionDemand, Topology
+from statestore.controller.membership import NodeRecord, PartitionRecord
+
+# Used until a partition's replicas have reported lag (bytes per version behind) to estimate from.
+DEFAULT_INCREMENT_BYTES = 1 << 20
+DEFAULT_STATE_BYTES = 64 << 20
+
+
+def build_topology(nodes: Sequence[NodeRecord], copies: int, pins: Mapping[str, str], partitions: int) -> Topology:
+    """A topology of `nodes` (live), each its own rack unless it reported one, with the capacity rule above."""
+    if not nodes:
+        return Topology(())
+    even = math.ceil(copies * partitions / len(nodes))
+    replicas_even = math.ceil((copies - 1) * partitions / len(nodes))
+    pinned = {record.node_id: 0 for record in nodes}
+    for node in pins.values():
+        if node in pinned:
+            pinned[node] += 1
+    return Topology(
+        tuple(
+            Node(
+                record.node_id,
+                record.rack or f"node:{record.node_id}",
+                capacity=max(even, pinned[record.node_id] + replicas_even) + 1,
+            )
+            for record in nodes
+        )
+    )
+
+
+def demand_of(partition: PartitionRecord) -> PartitionDemand:
+    """A partition's demand: increment bytes per commit estimated from its replicas' lag, else defaults.
+
+    Nodes do not report state sizes or increment sizes yet; a replica `lag_versions` behind with
+    `lag_bytes` missing gives bytes per version.
+    """
+    increment = DEFAULT_INCREMENT_BYTES
+    samples = [
+        r.lag_bytes / (partition.report.version - r.acked_version)
+        for r in partition.report.replicas
+        if r.lag_bytes > 0 and partition.report.version > r.acked_version
+    ]
+    if samples:
+        increment = max(1, int(max(samples)))
+    return PartitionDemand(partition.store.store_id, DEFAULT_STATE_BYTES, increment)
