@@ -127,7 +127,11 @@ def test_replica_node_killed_mid_stream_catches_up(job: StreamingAggregation, ro
     job.feed(2)
     job.wait_processed()
     groups = wait_converged(address, job, Q, 60)
-    assert any(victim in held for held in groups.values()), f"{victim} holds no replica any more: {groups}"
+    # Placement re-places a node's roles once the controller declares it dead and, moving as little as it
+    # can, does not hand them back when it rejoins: the restarted node may or may not still hold replicas.
+    # Either way every partition keeps Q replicas, and all of them (the restarted node's included) hold
+    # exactly the primary's content.
+    assert all(len(held) == Q for held in groups.values()), groups
     assert assert_replicas_identical(root, job, groups) > 1000
     if directory == "emptied":
         # It started from nothing: every replica it holds was created anew by the restarted node.
