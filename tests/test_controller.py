@@ -19,6 +19,7 @@ from test_node_harness import (
 
 from statestore.controller.membership import Membership
 from statestore.controller.replica_groups import ReplicaGroups
+from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, control_pb2
 
 STORE = "1/0/default"
@@ -43,8 +44,13 @@ def _beat(membership: Membership, node: str, primaries: list[str], rack: str = "
     )
 
 
+def _key(store_id: str) -> str:
+    """The partition key of a store id reported without a checkpoint location (as `_beat` reports them)."""
+    return partition_key(common_pb2.StoreRef(store_id=store_id))
+
+
 def _groups(chooser: ReplicaGroups, primaries: dict[str, str]) -> dict[str, list[str]]:
-    return {p: chooser.choose_replica_group(p, node) for p, node in primaries.items()}
+    return {p: chooser.choose_replica_group(_key(p), node) for p, node in primaries.items()}
 
 
 def test_placement_keeps_primaries_and_replaces_only_a_dead_nodes_roles() -> None:
@@ -59,7 +65,7 @@ def test_placement_keeps_primaries_and_replaces_only_a_dead_nodes_roles() -> Non
     for p, replicas in before.items():
         assert len(replicas) == 2 and len(set(replicas)) == 2 and primaries[p] not in replicas
     assert chooser.current().placement is not None
-    assert all(chooser.current().placement[p].primary == n for p, n in primaries.items())  # pinned
+    assert all(chooser.current().placement[_key(p)].primary == n for p, n in primaries.items())  # pinned
     assert _groups(chooser, primaries) == before and chooser.replans == 1  # cached while nothing changes
     clock.now = 5.0  # every node but d heartbeats: d is dead
     for node in ["a", "b", "c", "e"]:
@@ -80,10 +86,10 @@ def test_placement_degrades_with_too_few_nodes_and_q_zero() -> None:
     chooser = ReplicaGroups(membership, q=3)
     assert _groups(chooser, {"p0": "a", "p1": "a"}) == {"p0": ["b"], "p1": ["b"]}
     assert "only 2 live node(s): 1 replica(s) per partition instead of 3" in chooser.current().note
-    assert ReplicaGroups(membership, q=0).choose_replica_group("p0", "a") == []
+    assert ReplicaGroups(membership, q=0).choose_replica_group(_key("p0"), "a") == []
     lonely = Membership(dead_after=3.0, clock=_Clock())
     _beat(lonely, "a", ["p0"])
-    assert ReplicaGroups(lonely, q=1).choose_replica_group("p0", "a") == []
+    assert ReplicaGroups(lonely, q=1).choose_replica_group(_key("p0"), "a") == []
 
 
 def test_racks_are_spread_across() -> None:
@@ -94,7 +100,7 @@ def test_racks_are_spread_across() -> None:
     _beat(membership, "b2", [], rack="r2")
     chooser = ReplicaGroups(membership, q=1)
     for p in ["p0", "p1", "p2", "p3"]:
-        assert chooser.choose_replica_group(p, "a")[0] in {"b", "b2"}  # distinct racks
+        assert chooser.choose_replica_group(_key(p), "a")[0] in {"b", "b2"}  # distinct racks
 
 
 def _cluster(tmp_path: Path, names: tuple[str, ...], q: int, dead_after: float) -> Cluster:

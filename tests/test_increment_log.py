@@ -9,6 +9,7 @@ from statestore.checkpoint_location import CheckpointLocation
 from statestore.node.increment_log import IncrementLog, increment_checksum
 from statestore.node.settings import NodeSettings
 from statestore.node.shipper import Shipper
+from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2
 from statestore.store import VersionedStore
 
@@ -49,14 +50,17 @@ def test_drop_after_forgets_the_abandoned_history(tmp_path: Path) -> None:
 
 def test_lag_bytes_fall_back_to_the_checkpoint_locations_file_sizes(tmp_path: Path) -> None:
     location, data = _increments(tmp_path, 12)
-    log = IncrementLog(max_bytes=1, max_indexed_versions=4)  # indexes versions 9..12 only
-    for v, blob in enumerate(data, start=1):
-        log.add(STORE, v, blob)
-    shipper = Shipper(NodeSettings(listen="127.0.0.1:0", data_dir=tmp_path / "node"), log, lambda: None)
     readable = common_pb2.StoreRef(store_id=STORE, checkpoint_dir=str(location.path))
+    unreadable = common_pb2.StoreRef(store_id=STORE, checkpoint_dir=str(tmp_path / "elsewhere"))
+    bare = common_pb2.StoreRef(store_id=STORE)
+    log = IncrementLog(max_bytes=1, max_indexed_versions=4)  # indexes versions 9..12 only
+    for ref in (readable, unreadable, bare):
+        for v, blob in enumerate(data, start=1):
+            log.add(partition_key(ref), v, blob)
+    shipper = Shipper(NodeSettings(listen="127.0.0.1:0", data_dir=tmp_path / "node"), log, lambda: None)
+    assert log.sizes_between(partition_key(readable), 2, 12, limit=100)[2] == 6  # versions 3..8 not indexed
     assert shipper.lag_bytes(readable, 2, 12) == sum(map(len, data[2:]))  # exact
     assert shipper.lag_bytes(readable, 12, 12) == 0
     # Without a readable checkpoint location only the indexed sizes count: a lower bound.
-    unreadable = common_pb2.StoreRef(store_id=STORE, checkpoint_dir=str(tmp_path / "elsewhere"))
     assert shipper.lag_bytes(unreadable, 2, 12) == sum(map(len, data[8:]))
-    assert shipper.lag_bytes(common_pb2.StoreRef(store_id=STORE), 2, 12) == sum(map(len, data[8:]))
+    assert shipper.lag_bytes(bare, 2, 12) == sum(map(len, data[8:]))

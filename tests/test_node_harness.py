@@ -5,6 +5,7 @@ digests of stores, and bounded polling. Holds no tests of its own."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -15,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -224,6 +224,12 @@ class Primary:
             replication_pb2.ShipCommand(increment=blob, sync=sync, sync_timeout_seconds=10), timeout=15
         )
 
+    def move_to(self, node_address: str) -> None:
+        """Ship through another node from now on, as when Spark runs the partition's task on another executor."""
+        self.channel.close()
+        self.channel = grpc.insecure_channel(node_address)
+        self.stub = replication_pb2_grpc.PrimaryStub(self.channel)
+
     def commit_and_ship(self, count: int, sync: bool = False) -> list[replication_pb2.ShipResult]:
         return [self.ship(self.commit(i), sync) for i in range(count)]
 
@@ -248,9 +254,21 @@ def _digest_pairs(pairs: Any) -> str:
     return digest.hexdigest()
 
 
-def replica_digest(data_dir: Path, store_id: str) -> tuple[int, dict[str, str]]:
+def replica_dir(data_dir: Path, store_id: str, checkpoint_dir: str | None = None) -> Path:
+    """The directory of a node's replica of `store_id` (of that checkpoint location, if given), found by the
+    `store.json` the node writes beside each replica (docs/node.md)."""
+    found = []
+    for ref_file in sorted((data_dir / "replicas").glob("*/store.json")):
+        ref = json.loads(ref_file.read_text())
+        if ref["store_id"] == store_id and checkpoint_dir in (None, ref["checkpoint_dir"]):
+            found.append(ref_file.parent)
+    assert len(found) == 1, f"{len(found)} replicas of {store_id} ({checkpoint_dir}) in {data_dir}: {found}"
+    return found[0]
+
+
+def replica_digest(data_dir: Path, store_id: str, checkpoint_dir: str | None = None) -> tuple[int, dict[str, str]]:
     """(version, digest per user column family) of a node's replica, read-only while the node runs."""
-    path = data_dir / "replicas" / quote(store_id, safe="") / "db"
+    path = replica_dir(data_dir, store_id, checkpoint_dir) / "db"
     options = StoreOptions(write_buffer_mb=1, block_cache_mb=1)
     with VersionedStore.open(path, store_id, options, read_only=True) as store:
         return store.version, {cf: _digest_pairs(store.items(cf)) for cf in store.column_families()}

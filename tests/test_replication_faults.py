@@ -104,15 +104,20 @@ def test_corrupted_duplicated_and_reordered_increments(cluster: Cluster, tmp_pat
         ]
         damaged = bytearray(blobs[3])
         damaged[len(damaged) // 2] ^= 0xFF
-        # Increment 4 corrupted in transit: rejected, then fetched again from the checkpoint location.
-        acks = _ship_directly(cluster.addresses["node-b"], [request(4, bytes(damaged), primary.ref), request(5)])
+        # The same store id with its checkpoint location is another partition (docs/node.md), one whose
+        # replica can fetch what it lacks. Increment 4 corrupted in transit: rejected, and versions 1..4
+        # fetched from the checkpoint location instead.
+        full = primary.ref
+        acks = _ship_directly(cluster.addresses["node-b"], [request(4, bytes(damaged), full), request(5, store=full)])
         assert acks[0].status == replication_pb2.ACK_REJECTED_CORRUPT
         assert "checksum" in acks[0].detail
         assert acks[0].held.version == 4
         assert (acks[1].status, acks[1].held.version) == (replication_pb2.ACK_APPLIED, 5)
-        acks = _ship_directly(cluster.addresses["node-b"], [request(6), request(6)])
+        acks = _ship_directly(cluster.addresses["node-b"], [request(6, store=full), request(6, store=full)])
         assert [a.held.version for a in acks] == [6, 6]
         assert primary.store.version == 6
-        assert replica_digest(cluster.data_dir("node-b"), primary.ref.store_id) == (6, primary.digest())
+        node_b = cluster.data_dir("node-b")
+        assert replica_digest(node_b, full.store_id, full.checkpoint_dir) == (6, primary.digest())
+        assert replica_digest(node_b, full.store_id, "")[0] == 3  # the bare partition was left alone
     finally:
         primary.close()

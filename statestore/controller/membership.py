@@ -1,4 +1,13 @@
-"""Membership: which nodes are registered, which are alive, and what each last reported."""
+"""Membership: which nodes are registered, which are alive, what each last reported, and which node is
+each partition's primary.
+
+Partitions are keyed by `statestore.partition_key` (store id and checkpoint location). A partition may be
+claimed by two nodes at once: Spark ran its task on another executor (a query restart, a lost executor)
+and the old node still reports the last version it shipped. The primary is the claimant that committed
+most recently, by each node's own report of how long ago that was (no synchronized clocks needed); a tie
+goes to the higher version. The other claimants are told to demote. A partition nobody claims any more
+keeps its last known record, so that a primary's node restarting does not make it vanish from placement.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +16,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, control_pb2
+
+# Commit times closer than this are a tie (heartbeat transit and clock granularity blur them).
+_SAME_COMMIT_SECONDS = 0.05
+
+
+@dataclass
+class Claim:
+    """A node's report of a partition it is primary of, with the controller-clock time of its last commit."""
+
+    report: control_pb2.PrimaryReport
+    committed_at: float
 
 
 @dataclass
@@ -18,8 +39,8 @@ class NodeRecord:
     address: str
     last_seen: float
     rack: str = ""  # empty: the node is its own rack
-    primaries: dict[str, control_pb2.PrimaryReport] = field(default_factory=dict)
-    replicas_held: dict[str, int] = field(default_factory=dict)
+    primaries: dict[str, Claim] = field(default_factory=dict)  # partition key -> claim
+    replicas_held: dict[str, int] = field(default_factory=dict)  # partition key -> version held
 
 
 @dataclass
@@ -30,6 +51,11 @@ class PartitionRecord:
     primary: str
     report: control_pb2.PrimaryReport
 
+    @property
+    def key(self) -> str:
+        """The partition key (statestore.partition_key)."""
+        return partition_key(self.store)
+
 
 class Membership:
     """Registered nodes and their reports; a node silent for `dead_after` seconds is dead."""
@@ -38,7 +64,7 @@ class Membership:
         self.dead_after = dead_after
         self._clock = clock
         self._nodes: dict[str, NodeRecord] = {}
-        self._partitions: dict[str, PartitionRecord] = {}
+        self._last_known: dict[str, PartitionRecord] = {}
         self._lock = threading.Lock()
 
     def register(self, node: control_pb2.NodeRef) -> None:
@@ -55,12 +81,41 @@ class Membership:
     def heartbeat(self, request: control_pb2.HeartbeatRequest) -> None:
         """Record a node's heartbeat (registering it if it is unknown, e.g. after a controller restart)."""
         self.register(request.node)
+        now = self._clock()
         with self._lock:
             record = self._nodes[request.node.node_id]
-            record.primaries = {p.store.store_id: p for p in request.primaries}
-            record.replicas_held = {h.store.store_id: h.version for h in request.replicas_held}
-            for report in request.primaries:
-                self._partitions[report.store.store_id] = PartitionRecord(report.store, request.node.node_id, report)
+            record.primaries = {
+                partition_key(p.store): Claim(p, now - max(p.seconds_since_commit, 0.0)) for p in request.primaries
+            }
+            record.replicas_held = {partition_key(h.store): h.version for h in request.replicas_held}
+            for key, claim in record.primaries.items():
+                winner = self._winner(key)
+                if winner is not None and winner[0] == record.node_id:
+                    self._last_known[key] = PartitionRecord(claim.report.store, record.node_id, claim.report)
+
+    def _winner(self, key: str) -> tuple[str, Claim] | None:
+        """The node whose claim of partition `key` stands, with that claim (call with the lock held)."""
+        best: tuple[str, Claim] | None = None
+        for node_id in sorted(self._nodes):
+            claim = self._nodes[node_id].primaries.get(key)
+            if claim is None:
+                continue
+            if best is None or _fresher(claim, best[1]):
+                best = (node_id, claim)
+        return best
+
+    def demoted(self, node_id: str) -> list[common_pb2.StoreRef]:
+        """The partitions `node_id` claims whose primary is another node that committed them more recently."""
+        with self._lock:
+            record = self._nodes.get(node_id)
+            if record is None:
+                return []
+            stale = []
+            for key, claim in record.primaries.items():
+                winner = self._winner(key)
+                if winner is not None and winner[0] != node_id:
+                    stale.append(claim.report.store)
+            return stale
 
     def is_alive(self, record: NodeRecord) -> bool:
         """Whether the node heartbeated within `dead_after`."""
@@ -81,10 +136,22 @@ class Membership:
             return self._nodes.get(node_id)
 
     def partitions(self) -> list[PartitionRecord]:
-        """Every partition a primary reported, by store id."""
+        """Every partition ever reported, with its primary: the freshest claimant, else the last one known;
+        by store id, then checkpoint location."""
         with self._lock:
-            return sorted(self._partitions.values(), key=lambda p: p.store.store_id)
+            records = dict(self._last_known)
+            for key in {k for r in self._nodes.values() for k in r.primaries}:
+                node_id, claim = self._winner(key)  # type: ignore[misc]  # a claimed key has a winner
+                records[key] = PartitionRecord(claim.report.store, node_id, claim.report)
+        return sorted(records.values(), key=lambda p: (p.store.store_id, p.store.checkpoint_dir))
 
     def seconds_since(self, record: NodeRecord) -> float:
         """Seconds since the node's last heartbeat."""
         return self._clock() - record.last_seen
+
+
+def _fresher(claim: Claim, other: Claim) -> bool:
+    """Whether `claim` beats `other`: committed clearly later, or at about the same time at a higher version."""
+    if abs(claim.committed_at - other.committed_at) > _SAME_COMMIT_SECONDS:
+        return claim.committed_at > other.committed_at
+    return claim.report.version > other.report.version

@@ -55,4 +55,4 @@ def demand_of(partition: PartitionRecord) -> PartitionDemand:
     ]
     if samples:
         increment = max(1, int(max(samples)))
-    return PartitionDemand(partition.store.store_id, DEFAULT_STATE_BYTES, increment)
+    return PartitionDemand(partition.key, DEFAULT_STATE_BYTES, increment)

@@ -48,7 +48,8 @@ class ReplicaGroups:
         self.replans = 0
 
     def choose_replica_group(self, partition: str, primary: str) -> list[str]:
-        """The replica nodes of `partition`, whose primary is on `primary` (at most q, all distinct)."""
+        """The replica nodes of `partition` (a partition key), whose primary is on `primary` (at most q, all
+        distinct)."""
         plan = self.current()
         if plan.placement is None or partition not in plan.placement:
             return []
@@ -60,11 +61,11 @@ class ReplicaGroups:
         live = [r for r in self._membership.nodes() if self._membership.is_alive(r)]
         live_ids = {r.node_id for r in live}
         partitions = self._membership.partitions()
-        pins = {p.store.store_id: p.primary for p in partitions if p.primary in live_ids}
+        pins = {p.key: p.primary for p in partitions if p.primary in live_ids}
         key = (
             self._q,
             tuple((r.node_id, r.rack) for r in live),
-            tuple((p.store.store_id, pins.get(p.store.store_id, "")) for p in partitions),
+            tuple((p.key, pins.get(p.key, "")) for p in partitions),
         )
         with self._lock:
             if key != self._plan.key:

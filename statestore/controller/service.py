@@ -41,12 +41,21 @@ class ControlService(control_pb2_grpc.ControlServicer):
     def Heartbeat(
         self, request: control_pb2.HeartbeatRequest, context: grpc.ServicerContext
     ) -> control_pb2.HeartbeatReply:
-        """Record the node's report; answer with its primary partitions' replica groups."""
+        """Record the node's report; answer with its primary partitions' replica groups and its demotions."""
         if not request.node.node_id:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "node.node_id is required")
         self._membership.heartbeat(request)
         groups = replica_groups_of(self._membership, self.replica_groups, request.node.node_id)
-        return control_pb2.HeartbeatReply(groups=groups)
+        demoted = self._membership.demoted(request.node.node_id)
+        for store in demoted:
+            log_event(
+                _log,
+                "primary_demoted",
+                node=request.node.node_id,
+                store=store.store_id,
+                checkpoint=store.checkpoint_dir,
+            )
+        return control_pb2.HeartbeatReply(groups=groups, demoted=demoted)
 
     def Status(self, request: control_pb2.StatusRequest, context: grpc.ServicerContext) -> control_pb2.StatusReply:
         """Nodes, partitions, replica groups, versions held and lag."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from statestore.controller.membership import Membership
 from statestore.controller.replica_groups import ReplicaGroups
+from statestore.partition_key import query_root
 from statestore.rpc import control_pb2
 
 
@@ -15,7 +16,7 @@ def replica_groups_of(
     for partition in membership.partitions():
         if partition.primary != primary_node:
             continue
-        members = chooser.choose_replica_group(partition.store.store_id, primary_node)
+        members = chooser.choose_replica_group(partition.key, primary_node)
         refs = []
         for node_id in members:
             record = membership.node(node_id)
@@ -54,15 +55,15 @@ def build_status(membership: Membership, chooser: ReplicaGroups, q: int) -> cont
         )
     by_id = {r.node_id: r for r in records}
     for partition in membership.partitions():
-        store_id = partition.store.store_id
+        key = partition.key
         report = partition.report
         acked = {p.node_id: p for p in report.replicas}
         status = control_pb2.PartitionStatus(
             store=partition.store, primary_node=partition.primary, primary_version=report.version
         )
-        for node_id in chooser.choose_replica_group(store_id, partition.primary):
+        for node_id in chooser.choose_replica_group(key, partition.primary):
             record = by_id.get(node_id)
-            held = record.replicas_held.get(store_id, 0) if record else 0
+            held = record.replicas_held.get(key, 0) if record else 0
             progress = acked.get(node_id)
             if progress is not None:
                 held = max(held, progress.acked_version)
@@ -99,12 +100,15 @@ def format_status(reply: control_pb2.StatusReply) -> str:
         ]
         for n in reply.nodes
     ]
+    roots = sorted({query_root(p.store.checkpoint_dir) for p in reply.partitions})
+    several = len(roots) > 1  # two queries share store ids: tell their partitions apart by checkpoint root
     partitions = []
     for p in reply.partitions:
         replicas = list(p.replicas) or [None]
         for r in replicas:
             partitions.append(
-                [
+                ([query_root(p.store.checkpoint_dir)] if several else [])
+                + [
                     p.store.store_id,
                     p.primary_node,
                     str(p.primary_version),
@@ -118,12 +122,17 @@ def format_status(reply: control_pb2.StatusReply) -> str:
     placement = (
         f"placement: cost {cost.total:.4g} = traffic {cost.traffic:.4g} + load {cost.load:.4g} + migration "
         f"{cost.migration:.4g} (byte-hops; lower bound {cost.lower_bound:.4g}), {cost.replicas} replica(s) "
-        f"per partition, {cost.replans} re-plan(s)"
-        + (f"\nnote: {cost.note}" if cost.note else "")
+        f"per partition, {cost.replans} re-plan(s)" + (f"\nnote: {cost.note}" if cost.note else "")
     )
     return (
         f"replication factor q={reply.replication_factor}\n{placement}\n\nNODES\n"
         + _table(["node", "address", "state", "last heartbeat", "primaries", "replicas"], nodes)
-        + "\n\nPARTITIONS\n"
-        + _table(["partition", "primary", "version", "replica", "held", "lag versions", "lag bytes"], partitions)
+        + "\n\nPARTITIONS"
+        + (f" of the query checkpointed at {roots[0]}" if len(roots) == 1 else "")
+        + "\n"
+        + _table(
+            (["query"] if several else [])
+            + ["partition", "primary", "version", "replica", "held", "lag versions", "lag bytes"],
+            partitions,
+        )
     )

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from statestore.node.logs import configure_logging
-from statestore.node.settings import MIB, NodeSettings
+from statestore.node.settings import MIB, RACK_ENV, NodeSettings
 
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
@@ -43,18 +43,16 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from statestore.node.membership import RACK_ENV
     from statestore.node.server import run_node  # grpc and rocksdict load only for this command
 
     configure_logging(args.log_level)
-    if args.rack:
-        os.environ[RACK_ENV] = args.rack  # read by the heartbeater (statestore/node/membership.py)
     settings = NodeSettings(
         listen=args.listen,
         data_dir=args.data_dir,
         controller=args.controller,
         node_id=args.node_id,
         advertise=args.advertise,
+        rack=args.rack or os.environ.get(RACK_ENV, ""),
         heartbeat_interval=args.heartbeat_interval,
         max_in_flight_bytes=int(args.max_in_flight_mb * MIB),
         backpressure_timeout=args.backpressure_timeout,

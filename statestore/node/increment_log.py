@@ -26,7 +26,8 @@ class LoggedVersion:
 
 
 class IncrementLog:
-    """Recent increments of every partition this node is primary of, oldest evicted first."""
+    """Recent increments of every partition this node is primary of (keyed by `statestore.partition_key`),
+    oldest evicted first."""
 
     def __init__(self, max_bytes: int, max_indexed_versions: int = DEFAULT_INDEXED_VERSIONS) -> None:
         self._max_bytes = max_bytes
@@ -36,49 +37,49 @@ class IncrementLog:
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def add(self, store_id: str, version: int, data: bytes) -> None:
-        """Keep increment `version` of `store_id`, evicting the oldest entries beyond the byte bound."""
+    def add(self, partition: str, version: int, data: bytes) -> None:
+        """Keep increment `version` of `partition`, evicting the oldest entries past the byte bound."""
         with self._lock:
-            previous = self._entries.pop((store_id, version), None)
+            previous = self._entries.pop((partition, version), None)
             if previous is not None:
                 self._bytes -= len(previous)
-            self._entries[(store_id, version)] = data
+            self._entries[(partition, version)] = data
             self._bytes += len(data)
             while self._bytes > self._max_bytes and len(self._entries) > 1:
                 _, evicted = self._entries.popitem(last=False)
                 self._bytes -= len(evicted)
-            index = self._index.setdefault(store_id, OrderedDict())
+            index = self._index.setdefault(partition, OrderedDict())
             index.pop(version, None)
             index[version] = LoggedVersion(len(data), increment_checksum(data))
             while len(index) > self._max_indexed:
                 index.popitem(last=False)
 
-    def get(self, store_id: str, version: int) -> bytes | None:
+    def get(self, partition: str, version: int) -> bytes | None:
         """The bytes of increment `version`, or None if not kept."""
         with self._lock:
-            return self._entries.get((store_id, version))
+            return self._entries.get((partition, version))
 
-    def known(self, store_id: str, version: int) -> LoggedVersion | None:
+    def known(self, partition: str, version: int) -> LoggedVersion | None:
         """Size and checksum of increment `version` if it is still indexed."""
         with self._lock:
-            return self._index.get(store_id, {}).get(version)
+            return self._index.get(partition, {}).get(version)
 
-    def drop_after(self, store_id: str, version: int) -> int:
-        """Forget every increment of `store_id` above `version` (an abandoned history); returns how many."""
+    def drop_after(self, partition: str, version: int) -> int:
+        """Forget the increments of `partition` above `version` (an abandoned history); returns how many."""
         with self._lock:
-            doomed = [key for key in self._entries if key[0] == store_id and key[1] > version]
+            doomed = [key for key in self._entries if key[0] == partition and key[1] > version]
             for key in doomed:
                 self._bytes -= len(self._entries.pop(key))
-            index = self._index.get(store_id, OrderedDict())
+            index = self._index.get(partition, OrderedDict())
             for v in [v for v in index if v > version]:
                 del index[v]
             return len(doomed)
 
-    def sizes_between(self, store_id: str, after: int, upto: int, limit: int) -> tuple[int, list[int], int]:
+    def sizes_between(self, partition: str, after: int, upto: int, limit: int) -> tuple[int, list[int], int]:
         """Sizes of the increments with `after < version <= upto`: (bytes of the indexed ones, up to `limit`
         of the versions not indexed, how many are not indexed)."""
         with self._lock:
-            index = self._index.get(store_id, {})
+            index = self._index.get(partition, {})
             known = [entry.size for v, entry in index.items() if after < v <= upto]
             missing = max(upto - after, 0) - len(known)
             unknown = []

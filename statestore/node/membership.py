@@ -1,13 +1,13 @@
 """The node's side of membership: register with the controller, then heartbeat.
 
 Each heartbeat reports the partitions this node is primary of (with its replicas' acked versions and
-lag) and the replicas it holds; the reply brings back the replica group of each primary partition.
+lag, and how long ago each was committed) and the replicas it holds; the reply brings back the replica
+group of each primary partition, and the partitions another node committed since (this node is demoted).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 
@@ -19,10 +19,6 @@ from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
 
 _log = logging.getLogger("statestore.node.membership")
 
-# The node's rack for placement, sent on Register and every heartbeat; `statestore node --rack` sets it,
-# and a launcher (e.g. a sidecar's) may set it in the environment. Unset: the node is its own rack.
-RACK_ENV = "STATESTORE_NODE_RACK"
-
 
 class Heartbeater:
     """Keeps this node registered and its replica groups current, on a background thread."""
@@ -33,14 +29,14 @@ class Heartbeater:
         primaries: Callable[[], list[control_pb2.PrimaryReport]],
         replicas_held: Callable[[], list[common_pb2.VersionHeld]],
         on_groups: Callable[[list[control_pb2.ReplicaGroup]], None],
+        on_demoted: Callable[[list[common_pb2.StoreRef]], None] = lambda _stores: None,
     ) -> None:
         self._settings = settings
         self._primaries = primaries
         self._replicas_held = replicas_held
         self._on_groups = on_groups
-        self._node = control_pb2.NodeRef(
-            node_id=settings.identity, address=settings.address, rack=os.environ.get(RACK_ENV, "")
-        )
+        self._on_demoted = on_demoted
+        self._node = control_pb2.NodeRef(node_id=settings.identity, address=settings.address, rack=settings.rack)
         self._channel = grpc.insecure_channel(settings.controller) if settings.controller else None
         self._stub = control_pb2_grpc.ControlStub(self._channel) if self._channel else None
         self._stop = threading.Event()
@@ -88,6 +84,8 @@ class Heartbeater:
             if self._failures:
                 log_event(_log, "controller_reachable", controller=self._settings.controller, after=self._failures)
             self._failures = 0
+        if reply.demoted:
+            self._on_demoted(list(reply.demoted))
         self._on_groups(list(reply.groups))
         return True
 

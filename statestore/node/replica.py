@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import hashlib
 import json
 import logging
 import shutil
@@ -36,6 +37,7 @@ from statestore.node.catch_up import pull_from_node, read_from_checkpoint_locati
 from statestore.node.increment_log import increment_checksum
 from statestore.node.logs import log_event
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
+from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
 from statestore.store import VersionedStore
 
@@ -88,12 +90,6 @@ class Replica:
     def version(self) -> int:
         """The version held."""
         return self._store.version
-
-    def remember_checkpoint_dir(self, checkpoint_dir: str) -> None:
-        """Keep the partition's checkpoint location (the last-resort source of increments) up to date."""
-        if checkpoint_dir and checkpoint_dir != self.ref.checkpoint_dir:
-            self.ref.checkpoint_dir = checkpoint_dir
-            _write_ref(self.directory, self.ref)
 
     # ----------------------------------------------------------------- receiving increments
 
@@ -354,6 +350,13 @@ class Replica:
             self._store.close()
 
 
+def replica_directory_name(ref: common_pb2.StoreRef) -> str:
+    """The directory of a replica under `<data dir>/replicas/`: the url-quoted store id, then a digest of the
+    checkpoint location (two queries share store ids; docs/node.md)."""
+    digest = hashlib.sha256(ref.checkpoint_dir.encode("utf-8")).hexdigest()[:16]
+    return f"{quote(ref.store_id, safe='')}-{digest}"
+
+
 def _write_ref(directory: Path, ref: common_pb2.StoreRef) -> None:
     staging = directory / f".{_REF_FILE}.tmp"
     staging.write_text(json.dumps({"store_id": ref.store_id, "checkpoint_dir": ref.checkpoint_dir}))
@@ -361,7 +364,8 @@ def _write_ref(directory: Path, ref: common_pb2.StoreRef) -> None:
 
 
 class ReplicaSet:
-    """Every replica a node holds, one directory each under `<data dir>/replicas/`."""
+    """Every replica a node holds, one directory each under `<data dir>/replicas/`, keyed by partition key
+    (`statestore.partition_key`: store id and checkpoint location)."""
 
     def __init__(self, root: Path, settings: NodeSettings) -> None:
         self.root = root
@@ -379,26 +383,42 @@ class ReplicaSet:
             document = json.loads(ref_file.read_text())
             ref = common_pb2.StoreRef(store_id=document["store_id"], checkpoint_dir=document["checkpoint_dir"])
             replica = Replica(directory, ref, self._settings)
-            self._replicas[ref.store_id] = replica
-            log_event(_log, "replica_reopened", store=ref.store_id, version=replica.version)
+            self._replicas[partition_key(ref)] = replica
+            log_event(
+                _log, "replica_reopened", store=ref.store_id, checkpoint=ref.checkpoint_dir, version=replica.version
+            )
 
-    def get(self, store_id: str) -> Replica | None:
-        """The replica of `store_id`, if held."""
+    def get(self, ref: common_pb2.StoreRef) -> Replica | None:
+        """The replica of the partition `ref` names, if held."""
         with self._lock:
-            return self._replicas.get(store_id)
+            return self._replicas.get(partition_key(ref))
 
     def get_or_create(self, ref: common_pb2.StoreRef) -> Replica:
         """The replica of `ref`, created empty (version 0) on first use."""
+        key = partition_key(ref)
         with self._lock:
-            replica = self._replicas.get(ref.store_id)
+            replica = self._replicas.get(key)
             if replica is None:
-                directory = self.root / quote(ref.store_id, safe="")
+                directory = self.root / replica_directory_name(ref)
                 directory.mkdir(parents=True, exist_ok=True)
                 _write_ref(directory, ref)
-                replica = self._replicas[ref.store_id] = Replica(directory, ref, self._settings)
-                log_event(_log, "replica_created", store=ref.store_id)
-        replica.remember_checkpoint_dir(ref.checkpoint_dir)
+                replica = self._replicas[key] = Replica(directory, ref, self._settings)
+                log_event(_log, "replica_created", store=ref.store_id, checkpoint=ref.checkpoint_dir)
         return replica
+
+    def drop(self, ref: common_pb2.StoreRef) -> bool:
+        """Delete the replica of `ref` if held (this node became the partition's primary: the primary's own
+        store supersedes it, and it may hold a history the primary abandoned); returns whether one was."""
+        with self._lock:
+            replica = self._replicas.pop(partition_key(ref), None)
+        if replica is None:
+            return False
+        with replica.locked():
+            version = replica.version
+            replica.close()
+            shutil.rmtree(replica.directory, ignore_errors=True)
+        log_event(_log, "replica_dropped", store=ref.store_id, checkpoint=ref.checkpoint_dir, version=version)
+        return True
 
     def held(self) -> list[common_pb2.VersionHeld]:
         """The version held of every replica."""

@@ -109,9 +109,13 @@ class StateNode:
         if requested == 0:
             bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             self.settings = replace(self.settings, listen=bound)
-        self.shipper = Shipper(self.settings, self.increment_log, self._ask_replica_groups)
+        self.shipper = Shipper(self.settings, self.increment_log, self._ask_replica_groups, self.replicas.drop)
         self.heartbeater = Heartbeater(
-            self.settings, self.shipper.reports, self.replicas.held, self.shipper.set_replica_groups
+            self.settings,
+            self.shipper.reports,
+            self.replicas.held,
+            self.shipper.set_replica_groups,
+            self.shipper.demote,
         )
         self.replicas.open_existing()
         replication_pb2_grpc.add_ReplicationServicer_to_server(

@@ -19,6 +19,7 @@ from statestore.node.logs import log_event
 from statestore.node.replica import ReplicaSet
 from statestore.node.settings import NodeSettings
 from statestore.node.shipper import Shipper
+from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
 from statestore.snapshot import read_manifest, write_snapshot
 
@@ -57,7 +58,7 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         store = request.store
         location = CheckpointLocation(store.checkpoint_dir, store.store_id) if store.checkpoint_dir else None
         for version in range(request.from_version, request.to_version + 1):
-            data = self._log.get(store.store_id, version)
+            data = self._log.get(partition_key(store), version)
             if data is None and location is not None:
                 data = increment_bytes_for_pull(location, version)
             if data is None:
@@ -72,7 +73,7 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         store = request.store
         rate = request.bytes_per_second or self._settings.bootstrap_bytes_per_second
         chunk = request.chunk_bytes or self._settings.bootstrap_chunk_bytes
-        replica = self._replicas.get(store.store_id)
+        replica = self._replicas.get(store)
         if replica is not None and replica.version > 0:
             staging = Path(tempfile.mkdtemp(prefix=".serve-", dir=self._scratch))
             try:

@@ -8,6 +8,8 @@ from pathlib import Path
 from statestore.options import StoreOptions
 
 MIB = 1024 * 1024
+# Where a launcher that cannot pass `--rack` (e.g. a sidecar's) may name the node's rack.
+RACK_ENV = "STATESTORE_NODE_RACK"
 
 # gRPC options shared by the node's server and its client channels: increments may exceed gRPC's 4 MiB
 # default message size.
@@ -28,6 +30,8 @@ class NodeSettings:
     node_id: str = ""
     # Address peers use to reach this node; defaults to `listen`.
     advertise: str = ""
+    # The node's rack, sent on Register and every heartbeat for placement; empty: the node is its own rack.
+    rack: str = ""
     heartbeat_interval: float = 0.5
     # Back-pressure: bytes shipped to one replica and not yet acked before `ship` waits.
     max_in_flight_bytes: int = 64 * MIB

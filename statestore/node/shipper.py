@@ -32,6 +32,7 @@ from statestore.increment import decode_increment
 from statestore.node.increment_log import IncrementLog, increment_checksum
 from statestore.node.logs import log_event
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
+from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication_pb2_grpc
 
 _log = logging.getLogger("statestore.node.shipper")
@@ -48,12 +49,16 @@ class _Shipment:
     version: int
     data: bytes
 
+    @property
+    def key(self) -> str:
+        return partition_key(self.store)
+
 
 @dataclass
 class _Sent:
     """A request on the current stream, waiting for its ack (acks come one per request, in order)."""
 
-    store_id: str
+    key: str  # partition key (statestore.partition_key)
     flagged: bool
     stale: bool = False  # sent before a rewrite of its partition: its ack may describe abandoned history
 
@@ -67,10 +72,10 @@ class ReplicaLink:
         self._settings = settings
         self._cond = cond  # shared with the Shipper: guards every field below and signals acks
         self._pending: deque[_Shipment] = deque()
-        self._unacked: OrderedDict[tuple[str, int], _Shipment] = OrderedDict()
-        self._acked: dict[str, int] = {}
+        self._unacked: OrderedDict[tuple[str, int], _Shipment] = OrderedDict()  # (partition key, version)
+        self._acked: dict[str, int] = {}  # partition key -> version acked
         self._in_flight_bytes = 0
-        self._rewrites: dict[str, int] = {}  # store id -> version rewritten, until a replica handled it
+        self._rewrites: dict[str, int] = {}  # partition key -> version rewritten, until a replica handled it
         self._sent: deque[_Sent] = deque()
         self._generation = 0
         self._closed = False
@@ -83,9 +88,9 @@ class ReplicaLink:
         """Bytes enqueued or sent and not yet acked."""
         return self._in_flight_bytes
 
-    def acked(self, store_id: str) -> int:
-        """The version of `store_id` this replica last acked (0 if none)."""
-        return self._acked.get(store_id, 0)
+    def acked(self, key: str) -> int:
+        """The version of partition `key` this replica last acked (0 if none)."""
+        return self._acked.get(key, 0)
 
     def enqueue(self, shipment: _Shipment) -> None:
         """Queue an increment for this replica."""
@@ -93,30 +98,30 @@ class ReplicaLink:
         self._in_flight_bytes += len(shipment.data)
         self._cond.notify_all()
 
-    def drop_backlog(self, store_id: str | None = None) -> int:
-        """Forget queued and unacked increments (of one partition, or all); returns how many."""
-        keep = [s for s in self._pending if store_id is not None and s.store.store_id != store_id]
+    def drop_backlog(self, key: str | None = None) -> int:
+        """Forget queued and unacked increments (of partition `key`, or all); returns how many."""
+        keep = [s for s in self._pending if key is not None and s.key != key]
         dropped = len(self._pending) - len(keep)
         self._pending = deque(keep)
-        for key in [k for k in self._unacked if store_id is None or k[0] == store_id]:
-            del self._unacked[key]
+        for entry in [k for k in self._unacked if key is None or k[0] == key]:
+            del self._unacked[entry]
             dropped += 1
         self._recount()
         return dropped
 
-    def rewrite(self, store_id: str, version: int) -> None:
-        """History of `store_id` was rewritten from `version` on: forget the abandoned shipments and flag
-        the partition's next shipments until the replica handled one."""
-        self._pending = deque(s for s in self._pending if s.store.store_id != store_id or s.version < version)
-        for key in [k for k in self._unacked if k[0] == store_id and k[1] >= version]:
-            del self._unacked[key]
+    def rewrite(self, key: str, version: int) -> None:
+        """History of partition `key` was rewritten from `version` on: forget the abandoned shipments and
+        flag the partition's next shipments until the replica handled one."""
+        self._pending = deque(s for s in self._pending if s.key != key or s.version < version)
+        for entry in [k for k in self._unacked if k[0] == key and k[1] >= version]:
+            del self._unacked[entry]
         self._recount()
         for sent in self._sent:
-            if sent.store_id == store_id:
+            if sent.key == key:
                 sent.stale = True
-        self._rewrites[store_id] = min(self._rewrites.get(store_id, version), version)
-        if store_id in self._acked:
-            self._acked[store_id] = min(self._acked[store_id], version - 1)
+        self._rewrites[key] = min(self._rewrites.get(key, version), version)
+        if key in self._acked:
+            self._acked[key] = min(self._acked[key], version - 1)
         self._cond.notify_all()
 
     def _recount(self) -> None:
@@ -146,9 +151,9 @@ class ReplicaLink:
                 if generation != self._generation:
                     return
                 shipment = self._pending.popleft()
-                self._unacked[(shipment.store.store_id, shipment.version)] = shipment
-                flagged = shipment.store.store_id in self._rewrites
-                self._sent.append(_Sent(shipment.store.store_id, flagged))
+                self._unacked[(shipment.key, shipment.version)] = shipment
+                flagged = shipment.key in self._rewrites
+                self._sent.append(_Sent(shipment.key, flagged))
             yield replication_pb2.ShipRequest(
                 increment=common_pb2.IncrementBlob(
                     store=shipment.store,
@@ -162,15 +167,16 @@ class ReplicaLink:
 
     def _on_ack(self, ack: replication_pb2.ShipAck) -> None:
         store_id = ack.held.store.store_id
+        key = partition_key(ack.held.store)
         with self._cond:
             held = ack.held.version
             sent = self._sent.popleft() if self._sent else None
             if sent is None or not sent.stale:
-                self._acked[store_id] = held  # a replica restarted empty may go back: trust its latest word
-                for key in [k for k in self._unacked if k[0] == store_id and k[1] <= held]:
-                    self._in_flight_bytes -= len(self._unacked.pop(key).data)
+                self._acked[key] = held  # a replica restarted empty may go back: trust its latest word
+                for entry in [k for k in self._unacked if k[0] == key and k[1] <= held]:
+                    self._in_flight_bytes -= len(self._unacked.pop(entry).data)
                 if sent is not None and sent.flagged and ack.status in _HANDLED:
-                    self._rewrites.pop(store_id, None)
+                    self._rewrites.pop(key, None)
             self._cond.notify_all()
         if ack.status in (replication_pb2.ACK_REJECTED_CORRUPT, replication_pb2.ACK_FAILED):
             log_event(
@@ -241,6 +247,7 @@ class _PrimaryPartition:
     group: list[control_pb2.NodeRef] = field(default_factory=list)
     group_known: bool = False
     last_asked: float = 0.0
+    committed_at: float = 0.0  # time.monotonic() of the last ship
 
 
 @dataclass(frozen=True)
@@ -261,10 +268,12 @@ class Shipper:
         settings: NodeSettings,
         log: IncrementLog,
         ask_replica_groups: Callable[[], None],
+        on_primary: Callable[[common_pb2.StoreRef], None] = lambda _store: None,
     ) -> None:
         self._settings = settings
         self._log = log
         self._ask_replica_groups = ask_replica_groups
+        self._on_primary = on_primary
         self._cond = threading.Condition()
         self._partitions: dict[str, _PrimaryPartition] = {}
         self._links: dict[str, ReplicaLink] = {}
@@ -287,34 +296,40 @@ class Shipper:
         if increment.store_id != store.store_id:
             raise CorruptFileError(store.store_id, f"increment belongs to store {increment.store_id!r}")
         version = increment.version
+        key = partition_key(store)
         with self._cond:
-            partition = self._partitions.get(store.store_id)
+            partition = self._partitions.get(key)
+            became_primary = partition is None
             if partition is None:
-                partition = self._partitions[store.store_id] = _PrimaryPartition(common_pb2.StoreRef())
+                partition = self._partitions[key] = _PrimaryPartition(common_pb2.StoreRef())
                 partition.store.CopyFrom(store)
-            reason = self._rewrite_reason(store.store_id, version, partition.version, data, rewrites_history)
+            reason = self._rewrite_reason(key, version, partition.version, data, rewrites_history)
             if reason:
-                dropped = self._log.drop_after(store.store_id, version - 1)
+                dropped = self._log.drop_after(key, version - 1)
                 for link in self._links.values():
-                    link.rewrite(store.store_id, version)
+                    link.rewrite(key, version)
                 log_event(
                     _log,
                     "history_rewritten",
                     logging.WARNING,
                     store=store.store_id,
+                    checkpoint=store.checkpoint_dir,
                     version=version,
                     previous=partition.version,
                     reason=reason,
                     dropped_from_log=dropped,
                 )
             partition.version = version
+            partition.committed_at = time.monotonic()
             ask = (
                 not partition.group_known
                 and time.monotonic() - partition.last_asked > self._settings.heartbeat_interval
             )
             if ask:
                 partition.last_asked = time.monotonic()
-        self._log.add(store.store_id, version, data)
+        if became_primary:
+            self._on_primary(partition.store)
+        self._log.add(key, version, data)
         if ask:
             self._ask_replica_groups()  # a heartbeat that reports this partition and brings back its group
         with self._cond:
@@ -325,24 +340,24 @@ class Shipper:
             synced = not sync
             if sync and links:
                 deadline = time.monotonic() + (sync_timeout or self._settings.sync_timeout)
-                while not (synced := any(link.acked(store.store_id) >= version for link in links)):
+                while not (synced := any(link.acked(key) >= version for link in links)):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
                     self._cond.wait(remaining)
-            acked = {link.node_id: link.acked(store.store_id) for link in links}
+            acked = {link.node_id: link.acked(key) for link in links}
         detail = "" if links else "no replica group: no live node to replicate to"
         if sync and not synced and links:
             detail = f"no replica acked version {version} within the sync timeout"
         return ShipOutcome(version, acked, synced, detail)
 
-    def _rewrite_reason(self, store_id: str, version: int, last: int, data: bytes, flagged: bool) -> str:
+    def _rewrite_reason(self, key: str, version: int, last: int, data: bytes, flagged: bool) -> str:
         """Why shipping `version` rewrites the partition's history ("" if it does not)."""
         if flagged:
             return "flagged"
         if version <= last:
             return "version_not_after_last_shipped"
-        logged = self._log.known(store_id, version)
+        logged = self._log.known(key, version)
         if logged is not None and logged.crc32 != increment_checksum(data):
             return "bytes_differ_from_logged"
         return ""
@@ -375,43 +390,78 @@ class Shipper:
         """Adopt the controller's replica groups; links to nodes that left a group forget its backlog."""
         with self._cond:
             for group in groups:
-                partition = self._partitions.get(group.store.store_id)
+                key = partition_key(group.store)
+                partition = self._partitions.get(key)
                 if partition is None:
                     continue
                 new = list(group.replicas)
                 left = {n.address for n in partition.group} - {n.address for n in new}
                 for address in left:
                     if address in self._links:
-                        self._links[address].drop_backlog(group.store.store_id)
+                        self._links[address].drop_backlog(key)
                 if [n.address for n in new] != [n.address for n in partition.group]:
                     log_event(
                         _log, "replica_group_changed", store=group.store.store_id, replicas=[n.node_id for n in new]
                     )
                     # A member that joins gets the latest increment now; it pulls or bootstraps the rest.
                     joined = {n.address for n in new} - {n.address for n in partition.group}
-                    data = self._log.get(group.store.store_id, partition.version)
+                    data = self._log.get(key, partition.version)
                     for node in new:
                         if node.address in joined and data is not None and partition.version > 0:
                             self._link(node).enqueue(_Shipment(partition.store, partition.version, data))
                 partition.group = new
                 partition.group_known = True
-            # A node in no replica group any more (dead, or moved by placement) is not retried forever.
-            wanted = {n.address for p in self._partitions.values() for n in p.group}
-            for address in [a for a in self._links if a not in wanted]:
-                log_event(_log, "replica_link_retired", replica=self._links[address].node_id, peer=address)
-                self._links.pop(address).retire()
+            self._retire_unwanted_links()
+
+    def demote(self, stores: list[common_pb2.StoreRef]) -> None:
+        """Stop being primary of `stores`: another node committed them since (Spark moved their tasks).
+
+        Their queued increments are dropped and they are no longer reported; the increment log keeps their
+        recent increments for replicas that still pull. A later commit here makes this node primary again.
+        """
+        with self._cond:
+            for store in stores:
+                key = partition_key(store)
+                partition = self._partitions.pop(key, None)
+                if partition is None:
+                    continue
+                for link in self._links.values():
+                    link.drop_backlog(key)
+                log_event(
+                    _log,
+                    "demoted",
+                    store=store.store_id,
+                    checkpoint=store.checkpoint_dir,
+                    version=partition.version,
+                    note="another node committed this partition more recently",
+                )
+            self._retire_unwanted_links()
+
+    def _retire_unwanted_links(self) -> None:
+        """Retire the links to nodes in no replica group any more (dead, or moved by placement): not retried
+        forever. Call with the lock held."""
+        wanted = {n.address for p in self._partitions.values() for n in p.group}
+        for address in [a for a in self._links if a not in wanted]:
+            log_event(_log, "replica_link_retired", replica=self._links[address].node_id, peer=address)
+            self._links.pop(address).retire()
 
     def reports(self) -> list[control_pb2.PrimaryReport]:
-        """Each primary partition's version and its replicas' acked versions and lag in bytes."""
+        """Each primary partition's version, how long ago it was committed, and its replicas' acked versions
+        and lag in bytes."""
+        now = time.monotonic()
         with self._cond:
             reports = []
-            for store_id, partition in self._partitions.items():
+            for key, partition in self._partitions.items():
                 replicas = []
                 for node in partition.group:
                     link = self._links.get(node.address)
-                    acked = link.acked(store_id) if link else 0
+                    acked = link.acked(key) if link else 0
                     replicas.append(control_pb2.ReplicaProgress(node_id=node.node_id, acked_version=acked))
-                report = control_pb2.PrimaryReport(version=partition.version, replicas=replicas)
+                report = control_pb2.PrimaryReport(
+                    version=partition.version,
+                    replicas=replicas,
+                    seconds_since_commit=max(now - partition.committed_at, 0.0),
+                )
                 report.store.CopyFrom(partition.store)
                 reports.append(report)
         for report in reports:  # outside the lock: may stat files of the checkpoint location
@@ -426,7 +476,7 @@ class Shipper:
         Exact when each size is found; otherwise (location unreadable, or more than a thousand versions
         not indexed) the sum of the sizes found, a lower bound.
         """
-        total, unknown, _missing = self._log.sizes_between(store.store_id, acked, version, _LAG_STAT_LIMIT)
+        total, unknown, _missing = self._log.sizes_between(partition_key(store), acked, version, _LAG_STAT_LIMIT)
         if unknown and store.checkpoint_dir:
             location = CheckpointLocation(store.checkpoint_dir, store.store_id)
             for v in unknown:

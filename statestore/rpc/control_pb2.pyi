@@ -42,14 +42,16 @@ class ReplicaProgress(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., acked_version: _Optional[int] = ..., lag_bytes: _Optional[int] = ...) -> None: ...
 
 class PrimaryReport(_message.Message):
-    __slots__ = ("store", "version", "replicas")
+    __slots__ = ("store", "version", "replicas", "seconds_since_commit")
     STORE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_SINCE_COMMIT_FIELD_NUMBER: _ClassVar[int]
     store: _common_pb2.StoreRef
     version: int
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
-    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
+    seconds_since_commit: float
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., seconds_since_commit: _Optional[float] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("node", "primaries", "replicas_held")
@@ -72,10 +74,12 @@ class ReplicaGroup(_message.Message):
     def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[NodeRef, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("groups",)
+    __slots__ = ("groups", "demoted")
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    DEMOTED_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[ReplicaGroup]
-    def __init__(self, groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ...) -> None: ...
+    demoted: _containers.RepeatedCompositeFieldContainer[_common_pb2.StoreRef]
+    def __init__(self, groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ..., demoted: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()

@@ -63,7 +63,7 @@ class ControlServicer:
 
     def Heartbeat(self, request, context):
         """A node's periodic liveness report with the partitions it is primary of and the replicas it holds;
-        the answer carries the replica group of each of its primary partitions.
+        the answer carries the replica group of each of its primary partitions, and those it is demoted from.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

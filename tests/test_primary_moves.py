@@ -1,0 +1,167 @@
+"""A partition whose task Spark runs on another executor: both nodes claim it for a while; the controller
+keeps the one that committed most recently, demotes the other, and the replica group follows the new
+primary. And partitions are keyed by store id and checkpoint location, so two queries' identical store ids
+never meet on a node or in the controller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_node_harness import Cluster, Primary, replica_digest, wait_until
+
+from statestore.controller.membership import Membership
+from statestore.partition_key import partition_key, query_root
+from statestore.rpc import common_pb2, control_pb2
+
+STORE = "0/3/default"
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _claim(membership: Membership, node: str, store: common_pb2.StoreRef, version: int, ago: float) -> None:
+    report = control_pb2.PrimaryReport(store=store, version=version, seconds_since_commit=ago)
+    membership.heartbeat(
+        control_pb2.HeartbeatRequest(node=control_pb2.NodeRef(node_id=node, address=f"{node}:1"), primaries=[report])
+    )
+
+
+def _primary_of(membership: Membership, store: common_pb2.StoreRef) -> tuple[str, int]:
+    (record,) = [p for p in membership.partitions() if p.key == partition_key(store)]
+    return record.primary, record.report.version
+
+
+def test_the_most_recent_committer_is_primary_even_at_a_lower_version() -> None:
+    clock = _Clock()
+    membership = Membership(dead_after=3.0, clock=clock)
+    store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
+    _claim(membership, "a", store, 10, ago=0.0)
+    assert _primary_of(membership, store) == ("a", 10) and membership.demoted("a") == []
+    # The query restarts and re-runs batch 9 on b's executor (a rewrite: a lower version than a's claim);
+    # a's node still reports the version it shipped last, committed 5 s ago.
+    clock.now += 5
+    _claim(membership, "b", store, 9, ago=0.2)
+    _claim(membership, "a", store, 10, ago=5.0)
+    assert _primary_of(membership, store) == ("b", 9)
+    assert [s.store_id for s in membership.demoted("a")] == [STORE] and membership.demoted("b") == []
+    # a demoted itself (reports nothing); b's node restarts and has not committed yet: b stays primary.
+    _claim(membership, "a", common_pb2.StoreRef(store_id="other"), 1, ago=0.0)
+    membership.heartbeat(control_pb2.HeartbeatRequest(node=control_pb2.NodeRef(node_id="b", address="b:1")))
+    assert _primary_of(membership, store) == ("b", 9)
+    # The partition moves back to a: its fresh commit wins.
+    clock.now += 1
+    _claim(membership, "a", store, 11, ago=0.1)
+    assert _primary_of(membership, store) == ("a", 11)
+
+
+def test_claims_at_the_same_moment_go_to_the_higher_version() -> None:
+    membership = Membership(dead_after=3.0, clock=_Clock())
+    store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
+    _claim(membership, "b", store, 7, ago=1.0)
+    _claim(membership, "a", store, 8, ago=1.0)
+    assert _primary_of(membership, store) == ("a", 8)
+    assert [s.store_id for s in membership.demoted("b")] == [STORE]
+
+
+def test_one_store_id_in_two_checkpoint_locations_is_two_partitions() -> None:
+    membership = Membership(dead_after=3.0, clock=_Clock())
+    first = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
+    second = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q2/state/0/3")
+    _claim(membership, "a", first, 4, ago=0.0)
+    _claim(membership, "b", second, 9, ago=0.0)
+    assert _primary_of(membership, first) == ("a", 4) and _primary_of(membership, second) == ("b", 9)
+    assert membership.demoted("a") == [] and membership.demoted("b") == []
+    assert query_root(first.checkpoint_dir) == "/ckpt/q1"
+    assert query_root("/ckpt/q2/state/1/7/left-keyToNumValues") == "/ckpt/q2"
+
+
+def _cluster(tmp_path: Path, q: int) -> Cluster:
+    cluster = Cluster(tmp_path, q=q, dead_after=30.0)
+    try:
+        cluster.start_controller()
+        for name in ("node-a", "node-b", "node-c"):
+            cluster.start_node(name)
+        cluster.wait_groups(3)
+    except BaseException:
+        print(cluster.logs())
+        cluster.close()
+        raise
+    return cluster
+
+
+def _partition(cluster: Cluster, ref: common_pb2.StoreRef) -> control_pb2.PartitionStatus | None:
+    for partition in cluster.status().partitions:
+        if partition_key(partition.store) == partition_key(ref):
+            return partition
+    return None
+
+
+def _group_at(cluster: Cluster, ref: common_pb2.StoreRef, primary: str, version: int) -> dict[str, int] | None:
+    """{replica: version held} once `primary` is the partition's primary at `version` and every replica is
+    there too; else None."""
+    partition = _partition(cluster, ref)
+    if partition is None or partition.primary_node != primary or partition.primary_version != version:
+        return None
+    held = {r.node_id: r.version_held for r in partition.replicas}
+    return held if held and all(v == version for v in held.values()) else None
+
+
+def test_a_moved_partition_demotes_the_old_primary_and_its_replicas_follow_the_new_one(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path, q=2)
+    primary = Primary(tmp_path, STORE, cluster.addresses["node-a"])
+    try:
+        primary.commit_and_ship(4, sync=True)
+        assert wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 4), 20, "a's group at 4") == {
+            "node-b": 4,
+            "node-c": 4,
+        }
+        # Spark now runs the task on b's executor: b's node ships, a's still reports version 4.
+        primary.move_to(cluster.addresses["node-b"])
+        primary.commit_and_ship(3)
+        group = wait_until(lambda: _group_at(cluster, primary.ref, "node-b", 7), 30, "b primary, replicas at 7")
+        assert set(group) == {"node-a", "node-c"}
+        wait_until(lambda: '"event": "demoted"' in cluster.processes["node-a"].log(), 10, "node-a demoted")
+        assert '"event": "replica_dropped"' in cluster.processes["node-b"].log()  # its replica is superseded
+        primary.commit_and_ship(2)
+        group = wait_until(lambda: _group_at(cluster, primary.ref, "node-b", 9), 30, "replicas at 9")
+        for node in group:
+            assert replica_digest(cluster.data_dir(node), STORE) == (9, primary.digest()), node
+        # Only one node claims the partition now: node-a no longer reports it.
+        claims = {n.node.node_id: n.primaries for n in cluster.status().nodes}
+        assert claims == {"node-a": 0, "node-b": 1, "node-c": 0}
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        primary.close()
+        cluster.close()
+
+
+def test_two_queries_with_the_same_store_id_keep_separate_replicas(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path, q=1)
+    first = Primary(tmp_path / "query1", STORE, cluster.addresses["node-a"])
+    second = Primary(tmp_path / "query2", STORE, cluster.addresses["node-a"])
+    try:
+        first.commit_and_ship(3, sync=True)
+        second.commit_and_ship(5, sync=True)
+        first.commit_and_ship(2, sync=True)
+        one = wait_until(lambda: _group_at(cluster, first.ref, "node-a", 5), 20, "first query's replica at 5")
+        two = wait_until(lambda: _group_at(cluster, second.ref, "node-a", 5), 20, "second query's replica at 5")
+        assert len(cluster.status().partitions) == 2
+        for primary, group in ((first, one), (second, two)):
+            (node,) = group
+            digest = replica_digest(cluster.data_dir(node), STORE, primary.ref.checkpoint_dir)
+            assert digest == (5, primary.digest())
+        assert first.digest() != second.digest()
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        first.close()
+        second.close()
+        cluster.close()
