@@ -51,8 +51,7 @@ def spark(root: Path) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def job(spark: Any, root: Path) -> Iterator[StreamingAggregation]:
     """The module's streaming aggregation, running, warmed up: every executor ran tasks, so all three
-    sidecars are up and every partition has its replica group. One query for all the tests: the nodes key
-    replicas by store id, which two queries of one application share (see docs/node.md)."""
+    sidecars are up and every partition has its replica group."""
     job = StreamingAggregation(spark, root / "job")
     job.feed(2)
     job.start()
@@ -178,15 +177,15 @@ def test_primary_node_killed_the_query_goes_on_and_the_node_catches_up(job: Stre
 
 def test_a_rerun_batch_is_shipped_as_a_rewrite(job: StreamingAggregation, root: Path) -> None:
     """Spark re-runs the last batch (its commit entry is gone) on changed input: every partition commits that
-    version again with the rewrite bit, which reaches the shipper of whichever node is now its primary; the
-    replicas of partitions that stayed on their executor end with the new history, not the abandoned one.
+    version again with the rewrite bit, which reaches the shipper of whichever node is now its primary.
 
     A restarted query has no locality preference, so partitions may move to another executor: the old
-    primary's node then keeps reporting the partition (membership has no hand-over yet), so moved
-    partitions are not compared here."""
+    primary's node still reports the version it shipped last, the controller keeps the node that committed
+    most recently and demotes the other. Every partition, moved or not, ends with Q replicas at its last
+    version holding the new history, not the abandoned one."""
     address = controller_address(job.spark)
     job.wait_processed()
-    before = primaries(status(address))
+    before = primaries(status(address), job)
     job.stop()
     last_batch = job.fed - 1
     for name in (str(last_batch), f".{last_batch}.crc"):  # the commit entry and Hadoop's checksum of it
@@ -205,16 +204,36 @@ def test_a_rerun_batch_is_shipped_as_a_rewrite(job: StreamingAggregation, root: 
         if e.get("reason") == "flagged"
     }
     assert set(abandoned.items()) <= set(flagged), f"re-run versions not flagged: {abandoned} vs {flagged}"
-    stayed = sorted(s for s, v in abandoned.items() if flagged[(s, v)] == before[s])
-    print(f"partitions on the same executor after the restart: {stayed} of {sorted(abandoned)}")
-    if stayed:
-        last = job.last_versions()
+    moved = sorted(s for s, v in abandoned.items() if flagged[(s, v)] != before[s])
+    print(f"partitions moved to another executor by the restart: {moved} of {sorted(abandoned)}")
+    groups = wait_converged(address, job, Q, 60)
+    after = primaries(status(address), job)
+    assert all(after[s] == flagged[(s, v)] for s, v in abandoned.items()), (after, flagged)
+    assert all(after[s] not in held for s, held in groups.items())
+    for store_id in moved:
+        demoted = [e for e in node_log_events(root, before[store_id], "demoted") if e["store"] == store_id]
+        assert demoted, f"{before[store_id]} still primary of {store_id}, which moved to {after[store_id]}"
+    assert assert_replicas_identical(root, job, groups) > 1000
 
-        def stayed_converged() -> dict[str, dict[str, int]] | None:
-            groups = replicas_by_partition(status(address))
-            mine = {s: groups.get(s, {}) for s in stayed}
-            ok = all(len(h) == Q and all(v == last[s] for v in h.values()) for s, h in mine.items())
-            return mine if ok else None
 
-        groups = wait_until(stayed_converged, 60, f"replicas of {stayed} at the last version")
-        assert assert_replicas_identical(root, job, groups) > 0
+def test_two_queries_with_the_same_store_ids_replicate_side_by_side(job: StreamingAggregation, root: Path) -> None:
+    """A second stateful query in the same application has the same store ids (`0/<partition>/default`): its
+    partitions are other partitions on every node and in the controller, each with its own replicas."""
+    address = controller_address(job.spark)
+    other = StreamingAggregation(job.spark, root / "job2", keys=500)
+    other.feed(3)
+    other.start()
+    try:
+        job.feed(2)
+        other.wait_processed(120)
+        job.wait_processed()
+        mine = wait_converged(address, job, Q, 60)
+        theirs = wait_converged(address, other, Q, 60)
+        assert set(mine) == set(theirs) and len(theirs) == SHUFFLE_PARTITIONS
+        assert len(status(address).partitions) == 2 * SHUFFLE_PARTITIONS
+        assert assert_replicas_identical(root, job, mine) > 1000
+        assert assert_replicas_identical(root, other, theirs) > 100
+        table = run_statestore_status(address)
+        assert "query" in table.splitlines()[table.splitlines().index("PARTITIONS") + 1]
+    finally:
+        other.stop()

@@ -187,14 +187,25 @@ def status(address: str) -> control_pb2.StatusReply:
         return control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=5)
 
 
-def replicas_by_partition(reply: control_pb2.StatusReply) -> dict[str, dict[str, int]]:
-    """Store id -> {replica node id: version held}."""
-    return {p.store.store_id: {r.node_id: r.version_held for r in p.replicas} for p in reply.partitions}
+def _of_job(partition: control_pb2.PartitionStatus, job: StreamingAggregation | None) -> bool:
+    """Whether `partition` belongs to `job`'s query (any partition when `job` is None)."""
+    if job is None:
+        return True
+    return Path(partition.store.checkpoint_dir).resolve().is_relative_to(job.checkpoint.resolve())
 
 
-def primaries(reply: control_pb2.StatusReply) -> dict[str, str]:
-    """Store id -> node id of its primary."""
-    return {p.store.store_id: p.primary_node for p in reply.partitions}
+def replicas_by_partition(
+    reply: control_pb2.StatusReply, job: StreamingAggregation | None = None
+) -> dict[str, dict[str, int]]:
+    """Store id -> {replica node id: version held}, of `job`'s partitions (of all, if the only query)."""
+    return {
+        p.store.store_id: {r.node_id: r.version_held for r in p.replicas} for p in reply.partitions if _of_job(p, job)
+    }
+
+
+def primaries(reply: control_pb2.StatusReply, job: StreamingAggregation | None = None) -> dict[str, str]:
+    """Store id -> node id of its primary, of `job`'s partitions (of all, if the only query)."""
+    return {p.store.store_id: p.primary_node for p in reply.partitions if _of_job(p, job)}
 
 
 @dataclass
@@ -318,9 +329,18 @@ def store_digest(db_path: Path) -> tuple[int, dict[str, str]]:
         db.close()
 
 
-def replica_db(root: Path, node_id: str, store_id: str) -> Path:
-    """Where node `node_id` keeps its replica of `store_id` (docs/node.md)."""
-    return node_dir(root, node_id) / "replicas" / quote(store_id, safe="") / "db"
+def replica_db(root: Path, node_id: str, store_id: str, checkpoint_dir: Path | None = None) -> Path:
+    """Where node `node_id` keeps its replica of `store_id` (of the store partition checkpointed in
+    `checkpoint_dir`, when the node replicates several queries), found by the `store.json` beside each
+    replica (docs/node.md)."""
+    found = []
+    for ref_file in sorted((node_dir(root, node_id) / "replicas").glob("*/store.json")):
+        ref = json.loads(ref_file.read_text())
+        same_location = checkpoint_dir is None or Path(ref["checkpoint_dir"]).resolve() == checkpoint_dir.resolve()
+        if ref["store_id"] == store_id and same_location:
+            found.append(ref_file.parent / "db")
+    assert len(found) == 1, f"node {node_id} holds {len(found)} replicas of {store_id} ({checkpoint_dir}): {found}"
+    return found[0]
 
 
 def primary_digest(job: StreamingAggregation, store_id: str, version: int, scratch: Path) -> tuple[int, dict[str, str]]:
@@ -337,7 +357,7 @@ def primary_digest(job: StreamingAggregation, store_id: str, version: int, scrat
 def replicas_converged(address: str, job: StreamingAggregation, q: int) -> dict[str, dict[str, int]] | None:
     """The replica groups when every partition has `q` replicas all at the primary's last version, else None."""
     last = job.last_versions()
-    groups = replicas_by_partition(status(address))
+    groups = replicas_by_partition(status(address), job)
     if set(groups) != set(last):
         return None
     for store_id, held in groups.items():
@@ -352,7 +372,7 @@ def wait_converged(address: str, job: StreamingAggregation, q: int, timeout: flo
         return wait_until(lambda: replicas_converged(address, job, q), timeout, "replicas at the last version")
     except AssertionError as exc:
         raise AssertionError(
-            f"{exc}: primaries {job.last_versions()}, replicas {replicas_by_partition(status(address))}"
+            f"{exc}: primaries {job.last_versions()}, replicas {replicas_by_partition(status(address), job)}"
         ) from None
 
 
@@ -362,7 +382,7 @@ def assert_replicas_identical(root: Path, job: StreamingAggregation, groups: dic
     for store_id, held in sorted(groups.items()):
         for node_id, version in sorted(held.items()):
             expected = primary_digest(job, store_id, version, root / "restored")
-            actual = store_digest(replica_db(root, node_id, store_id))
+            actual = store_digest(replica_db(root, node_id, store_id, job.store_dirs()[store_id]))
             assert actual == expected, f"replica of {store_id} on node {node_id} differs from the primary"
             compared += sum(int(d.split(":")[0]) for d in expected[1].values())
     return compared
