@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_node_harness import Cluster, Primary, replica_digest, wait_until
+from test_node_harness import Cluster, Primary, replica_digest, replica_dir, wait_until
 
 from statestore.controller.membership import Membership
 from statestore.partition_key import partition_key, query_root
@@ -134,6 +134,18 @@ def test_a_moved_partition_demotes_the_old_primary_and_its_replicas_follow_the_n
         # Only one node claims the partition now: node-a no longer reports it.
         claims = {n.node.node_id: n.primaries for n in cluster.status().nodes}
         assert claims == {"node-a": 0, "node-b": 1, "node-c": 0}
+        # Placement's demand comes from the nodes' reports: node-b's mean of the increments it shipped (it
+        # shipped versions 5..9 only), and the largest replica on disk (measured every 5 s).
+        shipped = [primary.location.increment_path(v).stat().st_size for v in range(5, 10)]
+        partition = _partition(cluster, primary.ref)
+        assert partition is not None and partition.increment_bytes == sum(shipped) // len(shipped)
+        replica_sizes = [
+            sum(f.stat().st_size for f in (replica_dir(cluster.data_dir(node), STORE) / "db").iterdir() if f.is_file())
+            for node in group
+        ]
+        wait_until(
+            lambda: 0 < _partition(cluster, primary.ref).state_bytes <= 2 * max(replica_sizes), 15, "state size"
+        )
     except BaseException:
         print(cluster.logs())
         raise

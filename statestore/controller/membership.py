@@ -41,6 +41,7 @@ class NodeRecord:
     rack: str = ""  # empty: the node is its own rack
     primaries: dict[str, Claim] = field(default_factory=dict)  # partition key -> claim
     replicas_held: dict[str, int] = field(default_factory=dict)  # partition key -> version held
+    replica_sizes: dict[str, int] = field(default_factory=dict)  # partition key -> bytes on disk
 
 
 @dataclass
@@ -88,6 +89,7 @@ class Membership:
                 partition_key(p.store): Claim(p, now - max(p.seconds_since_commit, 0.0)) for p in request.primaries
             }
             record.replicas_held = {partition_key(h.store): h.version for h in request.replicas_held}
+            record.replica_sizes = {partition_key(h.store): h.size_bytes for h in request.replicas_held}
             for key, claim in record.primaries.items():
                 winner = self._winner(key)
                 if winner is not None and winner[0] == record.node_id:
@@ -144,6 +146,11 @@ class Membership:
                 node_id, claim = self._winner(key)  # type: ignore[misc]  # a claimed key has a winner
                 records[key] = PartitionRecord(claim.report.store, node_id, claim.report)
         return sorted(records.values(), key=lambda p: (p.store.store_id, p.store.checkpoint_dir))
+
+    def state_bytes(self, key: str) -> int:
+        """The largest size on disk a node reported for its replica of partition `key` (0 if none did)."""
+        with self._lock:
+            return max((r.replica_sizes.get(key, 0) for r in self._nodes.values()), default=0)
 
     def seconds_since(self, record: NodeRecord) -> float:
         """Seconds since the node's last heartbeat."""

@@ -41,18 +41,19 @@ def build_topology(nodes: Sequence[NodeRecord], copies: int, pins: Mapping[str, 
     )
 
 
-def demand_of(partition: PartitionRecord) -> PartitionDemand:
-    """A partition's demand: increment bytes per commit estimated from its replicas' lag, else defaults.
+def demand_of(partition: PartitionRecord, state_bytes: int = 0) -> PartitionDemand:
+    """A partition's demand from what nodes report, defaults where they report nothing yet.
 
-    Nodes do not report state sizes or increment sizes yet; a replica `lag_versions` behind with
-    `lag_bytes` missing gives bytes per version.
+    Increment bytes per commit: the primary's node's mean of its last increments, else estimated from a
+    replica `lag_versions` behind with `lag_bytes` missing, else 1 MiB. State size: `state_bytes` (the
+    largest replica on disk, `Membership.state_bytes`), else 64 MiB.
     """
-    increment = DEFAULT_INCREMENT_BYTES
-    samples = [
-        r.lag_bytes / (partition.report.version - r.acked_version)
-        for r in partition.report.replicas
-        if r.lag_bytes > 0 and partition.report.version > r.acked_version
-    ]
-    if samples:
-        increment = max(1, int(max(samples)))
-    return PartitionDemand(partition.key, DEFAULT_STATE_BYTES, increment)
+    increment = partition.report.increment_bytes
+    if increment <= 0:
+        samples = [
+            r.lag_bytes / (partition.report.version - r.acked_version)
+            for r in partition.report.replicas
+            if r.lag_bytes > 0 and partition.report.version > r.acked_version
+        ]
+        increment = max(1, int(max(samples))) if samples else DEFAULT_INCREMENT_BYTES
+    return PartitionDemand(partition.key, state_bytes if state_bytes > 0 else DEFAULT_STATE_BYTES, increment)

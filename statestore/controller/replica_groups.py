@@ -80,7 +80,7 @@ class ReplicaGroups:
         if q < self._q:
             note = f"only {len(live)} live node(s): {q} replica(s) per partition instead of {self._q}"
             log_event(_log, "replicas_degraded", logging.WARNING, live=len(live), asked=self._q, placed=q)
-        demands = [demand_of(p) for p in partitions]
+        demands = [demand_of(p, self._membership.state_bytes(p.key)) for p in partitions]
         previous = self._plan.placement
         current = previous if previous is not None and previous.replicas == q else None
         topology = build_topology(live, q + 1, pins, len(demands))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from statestore.controller.membership import Membership
+from statestore.controller.placement_inputs import demand_of
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.partition_key import query_root
 from statestore.rpc import control_pb2
@@ -58,8 +59,13 @@ def build_status(membership: Membership, chooser: ReplicaGroups, q: int) -> cont
         key = partition.key
         report = partition.report
         acked = {p.node_id: p for p in report.replicas}
+        demand = demand_of(partition, membership.state_bytes(key))
         status = control_pb2.PartitionStatus(
-            store=partition.store, primary_node=partition.primary, primary_version=report.version
+            store=partition.store,
+            primary_node=partition.primary,
+            primary_version=report.version,
+            increment_bytes=demand.increment_bytes,
+            state_bytes=demand.size_bytes,
         )
         for node_id in chooser.choose_replica_group(key, partition.primary):
             record = by_id.get(node_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import islice
 
 # Versions per partition whose size and checksum are remembered after their bytes were evicted; an entry
 # costs a few dozen bytes.
@@ -63,6 +64,12 @@ class IncrementLog:
         """Size and checksum of increment `version` if it is still indexed."""
         with self._lock:
             return self._index.get(partition, {}).get(version)
+
+    def mean_size(self, partition: str, last: int = 16) -> int:
+        """Mean size of the newest `last` increments of `partition` indexed (0 if none)."""
+        with self._lock:
+            sizes = [entry.size for entry in islice(reversed(self._index.get(partition, {}).values()), last)]
+        return sum(sizes) // len(sizes) if sizes else 0
 
     def drop_after(self, partition: str, version: int) -> int:
         """Forget the increments of `partition` above `version` (an abandoned history); returns how many."""

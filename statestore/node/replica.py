@@ -19,8 +19,10 @@ import enum
 import hashlib
 import json
 import logging
+import os
 import shutil
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -46,6 +48,19 @@ _DB_DIR = "db"
 _REF_FILE = "store.json"
 # Versions whose increment checksum a replica remembers, to recognize a rewritten version by its bytes.
 _FINGERPRINTS = 4096
+# How often a replica's size on disk is measured again (heartbeats ask for it every half second).
+_SIZE_REFRESH_SECONDS = 5.0
+
+
+def _directory_bytes(path: Path) -> int:
+    """Total size of the files directly in `path` (a RocksDB directory is flat); 0 if it is gone."""
+    total = 0
+    with contextlib.suppress(OSError), os.scandir(path) as entries:
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                if entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+    return total
 
 
 class Outcome(enum.Enum):
@@ -80,6 +95,8 @@ class Replica:
         self._buffer_bytes: dict[int, int] = {}
         self._fingerprints: OrderedDict[int, int] = OrderedDict()  # version applied -> checksum of its bytes
         self._store = VersionedStore.open(directory / _DB_DIR, store.store_id, settings.store_options())
+        self._size = 0
+        self._size_measured_at = -_SIZE_REFRESH_SECONDS
 
     @property
     def store_id(self) -> str:
@@ -90,6 +107,14 @@ class Replica:
     def version(self) -> int:
         """The version held."""
         return self._store.version
+
+    def size_bytes(self) -> int:
+        """Bytes of the replica's store on disk, measured at most every few seconds (for placement)."""
+        now = time.monotonic()
+        if now - self._size_measured_at > _SIZE_REFRESH_SECONDS:
+            self._size = _directory_bytes(self.directory / _DB_DIR)
+            self._size_measured_at = now
+        return self._size
 
     # ----------------------------------------------------------------- receiving increments
 
@@ -424,7 +449,7 @@ class ReplicaSet:
         """The version held of every replica."""
         with self._lock:
             replicas = list(self._replicas.values())
-        return [common_pb2.VersionHeld(store=r.ref, version=r.version) for r in replicas]
+        return [common_pb2.VersionHeld(store=r.ref, version=r.version, size_bytes=r.size_bytes()) for r in replicas]
 
     def close(self) -> None:
         """Close every replica's store."""

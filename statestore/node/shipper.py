@@ -461,6 +461,7 @@ class Shipper:
                     version=partition.version,
                     replicas=replicas,
                     seconds_since_commit=max(now - partition.committed_at, 0.0),
+                    increment_bytes=self._log.mean_size(key),
                 )
                 report.store.CopyFrom(partition.store)
                 reports.append(report)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bstatestore/rpc/common.proto\x12\x0estatestore.rpc\"4\n\x08StoreRef\x12\x10\n\x08store_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63heckpoint_dir\x18\x02 \x01(\t\"\x87\x01\n\rIncrementBlob\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x14\n\x0c\x62\x61se_version\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x18\n\x10rewrites_history\x18\x05 \x01(\x08\"G\n\x0bVersionHeld\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x0f\n\x07version\x18\x02 \x01(\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bstatestore/rpc/common.proto\x12\x0estatestore.rpc\"4\n\x08StoreRef\x12\x10\n\x08store_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63heckpoint_dir\x18\x02 \x01(\t\"\x87\x01\n\rIncrementBlob\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x14\n\x0c\x62\x61se_version\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x18\n\x10rewrites_history\x18\x05 \x01(\x08\"[\n\x0bVersionHeld\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,5 +36,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INCREMENTBLOB']._serialized_start=102
   _globals['_INCREMENTBLOB']._serialized_end=237
   _globals['_VERSIONHELD']._serialized_start=239
-  _globals['_VERSIONHELD']._serialized_end=310
+  _globals['_VERSIONHELD']._serialized_end=330
 # @@protoc_insertion_point(module_scope)

@@ -28,9 +28,11 @@ class IncrementBlob(_message.Message):
     def __init__(self, store: _Optional[_Union[StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., base_version: _Optional[int] = ..., data: _Optional[bytes] = ..., rewrites_history: _Optional[bool] = ...) -> None: ...
 
 class VersionHeld(_message.Message):
-    __slots__ = ("store", "version")
+    __slots__ = ("store", "version", "size_bytes")
     STORE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     store: StoreRef
     version: int
-    def __init__(self, store: _Optional[_Union[StoreRef, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+    size_bytes: int
+    def __init__(self, store: _Optional[_Union[StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., size_bytes: _Optional[int] = ...) -> None: ...

@@ -42,16 +42,18 @@ class ReplicaProgress(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., acked_version: _Optional[int] = ..., lag_bytes: _Optional[int] = ...) -> None: ...
 
 class PrimaryReport(_message.Message):
-    __slots__ = ("store", "version", "replicas", "seconds_since_commit")
+    __slots__ = ("store", "version", "replicas", "seconds_since_commit", "increment_bytes")
     STORE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     SECONDS_SINCE_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    INCREMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
     store: _common_pb2.StoreRef
     version: int
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
     seconds_since_commit: float
-    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., seconds_since_commit: _Optional[float] = ...) -> None: ...
+    increment_bytes: int
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., seconds_since_commit: _Optional[float] = ..., increment_bytes: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("node", "primaries", "replicas_held")
@@ -112,16 +114,20 @@ class ReplicaStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., version_held: _Optional[int] = ..., lag_versions: _Optional[int] = ..., lag_bytes: _Optional[int] = ...) -> None: ...
 
 class PartitionStatus(_message.Message):
-    __slots__ = ("store", "primary_node", "primary_version", "replicas")
+    __slots__ = ("store", "primary_node", "primary_version", "replicas", "increment_bytes", "state_bytes")
     STORE_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_NODE_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_VERSION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    INCREMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    STATE_BYTES_FIELD_NUMBER: _ClassVar[int]
     store: _common_pb2.StoreRef
     primary_node: str
     primary_version: int
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
-    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., primary_version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ...) -> None: ...
+    increment_bytes: int
+    state_bytes: int
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., primary_version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., increment_bytes: _Optional[int] = ..., state_bytes: _Optional[int] = ...) -> None: ...
 
 class PlacementStatus(_message.Message):
     __slots__ = ("total", "traffic", "load", "migration", "lower_bound", "replicas", "replans", "note")
