@@ -104,6 +104,7 @@ class Cluster:
     root: Path
     q: int = 1
     dead_after: float = 5.0
+    forget_after: float = 60.0
     controller_address: str = ""
     processes: dict[str, Process] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
@@ -118,6 +119,8 @@ class Cluster:
             str(self.q),
             "--dead-after",
             str(self.dead_after),
+            "--forget-after",
+            str(self.forget_after),
             "--heartbeat-interval",
             str(HEARTBEAT),
         )
@@ -223,6 +226,10 @@ class Primary:
         return self.stub.Ship(
             replication_pb2.ShipCommand(increment=blob, sync=sync, sync_timeout_seconds=10), timeout=15
         )
+
+    def release(self) -> bool:
+        """Unload the partition, as the provider's close(): its node stops being the primary."""
+        return self.stub.Release(self.ref, timeout=5).was_primary
 
     def move_to(self, node_address: str) -> None:
         """Ship through another node from now on, as when Spark runs the partition's task on another executor."""

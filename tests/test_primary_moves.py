@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_node_harness import Cluster, Primary, replica_digest, replica_dir, wait_until
+from test_node_harness import Cluster, Primary, replica_digest, replica_dir, send_cont, send_stop, wait_until
 
 from statestore.controller.membership import Membership
 from statestore.partition_key import partition_key, query_root
@@ -80,8 +80,20 @@ def test_one_store_id_in_two_checkpoint_locations_is_two_partitions() -> None:
     assert query_root("/ckpt/q2/state/1/7/left-keyToNumValues") == "/ckpt/q2"
 
 
-def _cluster(tmp_path: Path, q: int) -> Cluster:
-    cluster = Cluster(tmp_path, q=q, dead_after=30.0)
+def test_a_partition_nobody_claims_is_forgotten_after_forget_after() -> None:
+    clock = _Clock()
+    membership = Membership(dead_after=3.0, clock=clock, forget_after=60.0)
+    store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
+    _claim(membership, "a", store, 4, ago=0.0)
+    membership.heartbeat(control_pb2.HeartbeatRequest(node=control_pb2.NodeRef(node_id="a", address="a:1")))
+    clock.now += 59
+    assert [p.primary for p in membership.partitions()] == ["a"]  # a restarting primary's node keeps it
+    clock.now += 2
+    assert membership.partitions() == []
+
+
+def _cluster(tmp_path: Path, q: int, dead_after: float = 30.0, forget_after: float = 60.0) -> Cluster:
+    cluster = Cluster(tmp_path, q=q, dead_after=dead_after, forget_after=forget_after)
     try:
         cluster.start_controller()
         for name in ("node-a", "node-b", "node-c"):
@@ -143,9 +155,7 @@ def test_a_moved_partition_demotes_the_old_primary_and_its_replicas_follow_the_n
             sum(f.stat().st_size for f in (replica_dir(cluster.data_dir(node), STORE) / "db").iterdir() if f.is_file())
             for node in group
         ]
-        wait_until(
-            lambda: 0 < _partition(cluster, primary.ref).state_bytes <= 2 * max(replica_sizes), 15, "state size"
-        )
+        wait_until(lambda: 0 < _partition(cluster, primary.ref).state_bytes <= 2 * max(replica_sizes), 15, "state size")
     except BaseException:
         print(cluster.logs())
         raise
@@ -176,4 +186,60 @@ def test_two_queries_with_the_same_store_id_keep_separate_replicas(tmp_path: Pat
     finally:
         first.close()
         second.close()
+        cluster.close()
+
+
+def _dropped(cluster: Cluster, node: str, reason: str) -> bool:
+    return any(
+        '"event": "replica_dropped"' in line and reason in line for line in cluster.processes[node].log().splitlines()
+    )
+
+
+def test_a_replica_left_outside_its_group_is_deleted_not_reused(tmp_path: Path) -> None:
+    """A replica node silent past dead-after loses its role; when it comes back, its replica (which missed
+    increments, and could have missed a rewrite of history) is deleted rather than kept for later."""
+    cluster = _cluster(tmp_path, q=1, dead_after=1.5)
+    primary = Primary(tmp_path, STORE, cluster.addresses["node-a"])
+    try:
+        primary.commit_and_ship(3, sync=True)
+        (stalled,) = wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 3), 20, "a replica at 3")
+        other = ({"node-b", "node-c"} - {stalled}).pop()
+        send_stop(cluster.processes[stalled])
+        wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 3) == {other: 3}, 30, f"{other} takes the role")
+        primary.commit_and_ship(2)
+        send_cont(cluster.processes[stalled])
+        wait_until(lambda: _dropped(cluster, stalled, "retired by the controller"), 20, f"{stalled} drops it")
+        assert not list((cluster.data_dir(stalled) / "replicas").glob("*/store.json"))
+        assert wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 5), 20, "replica at 5") == {other: 5}
+        assert replica_digest(cluster.data_dir(other), STORE) == (5, primary.digest())
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        send_cont(cluster.processes[stalled])
+        primary.close()
+        cluster.close()
+
+
+def test_a_released_partition_is_forgotten_and_its_replicas_deleted(tmp_path: Path) -> None:
+    """The query stops: the provider releases its stores, nobody claims them, and after forget-after the
+    controller forgets them and every node deletes its replicas of them."""
+    cluster = _cluster(tmp_path, q=2, forget_after=2.0)
+    primary = Primary(tmp_path, STORE, cluster.addresses["node-a"])
+    try:
+        primary.commit_and_ship(3, sync=True)
+        group = wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 3), 20, "replicas at 3")
+        assert set(group) == {"node-b", "node-c"}
+        assert primary.release() is True
+        assert primary.release() is False  # nothing left to release
+        wait_until(lambda: _partition(cluster, primary.ref) is None, 20, "the partition forgotten")
+        for node in group:
+            wait_until(lambda n=node: _dropped(cluster, n, "retired by the controller"), 20, f"{node} drops it")
+            assert not list((cluster.data_dir(node) / "replicas").glob("*/store.json"))
+        assert cluster.status().partitions == [] or _partition(cluster, primary.ref) is None
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        primary.close()
         cluster.close()

@@ -1,7 +1,8 @@
 """The node's end of the provider's local channel (docs/formats.md section 6), with real node processes and
 a real Unix socket, the test playing the provider: COMMITTED frames take the Primary.Ship path (verified,
 shipped, answered in order; sync waits for an ack; the rewrite bit reaches the shipper), bad frames are
-refused, and the sidecar's start-up conditions (stale or busy socket, long path, parent gone)."""
+refused, RELEASED ends the node's primary role, and the sidecar's start-up conditions (stale or busy
+socket, long path, parent gone)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ from statestore.node.local_channel import (
     STATUS_REFUSED,
     STATUS_REPLICATED,
     Committed,
+    Released,
     Reply,
     decode_reply,
     encode_committed,
+    encode_released,
     frame,
     read_frame,
 )
@@ -132,6 +135,14 @@ def test_committed_frames_are_shipped_and_answered(channel_cluster: tuple[Cluste
         events = [json.loads(line) for line in cluster.processes["node-a"].log().splitlines() if line.startswith("{")]
         rewrites = [e for e in events if e["event"] == "history_rewritten"]
         assert rewrites and rewrites[-1]["reason"] == "flagged" and rewrites[-1]["version"] == 13
+
+        # RELEASED (the provider unloaded the store): node-a stops being its primary and stops reporting it.
+        released = encode_released(Released(STORE, primary.ref.checkpoint_dir))
+        assert provider.request(released) == Reply(STATUS_ACCEPTED, "released")
+        assert provider.request(released) == Reply(STATUS_ACCEPTED, "was not primary here")
+        wait_until(lambda: {n.node.node_id: n.primaries for n in cluster.status().nodes}["node-a"] == 0, 10, "no claim")
+        assert provider.committed(primary, primary.commit(13)).status == STATUS_ACCEPTED  # primary again
+        wait_until(lambda: {n.node.node_id: n.primaries for n in cluster.status().nodes}["node-a"] == 1, 10, "a claim")
     finally:
         provider.close()
         primary.close()

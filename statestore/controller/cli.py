@@ -16,6 +16,13 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         "--dead-after", type=float, default=3.0, metavar="SECONDS", help="silence before a node is dead"
     )
     parser.add_argument("--heartbeat-interval", type=float, default=0.5, metavar="SECONDS")
+    parser.add_argument(
+        "--forget-after",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a partition no node claims any more is forgotten (and its replicas deleted) after this long",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(handler=_run)
 
@@ -24,4 +31,6 @@ def _run(args: argparse.Namespace) -> int:
     from statestore.controller.server import Controller, run_controller
 
     configure_logging(args.log_level)
-    return run_controller(Controller(args.listen, args.replication_factor, args.dead_after, args.heartbeat_interval))
+    return run_controller(
+        Controller(args.listen, args.replication_factor, args.dead_after, args.heartbeat_interval, args.forget_after)
+    )

@@ -6,7 +6,9 @@ claimed by two nodes at once: Spark ran its task on another executor (a query re
 and the old node still reports the last version it shipped. The primary is the claimant that committed
 most recently, by each node's own report of how long ago that was (no synchronized clocks needed); a tie
 goes to the higher version. The other claimants are told to demote. A partition nobody claims any more
-keeps its last known record, so that a primary's node restarting does not make it vanish from placement.
+keeps its last known record for `forget_after` seconds, so that a primary's node restarting does not make
+it vanish from placement; after that (its query stopped, or every node holding it is gone) it is forgotten,
+and nodes holding replicas of it are told to drop them.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class NodeRecord:
     primaries: dict[str, Claim] = field(default_factory=dict)  # partition key -> claim
     replicas_held: dict[str, int] = field(default_factory=dict)  # partition key -> version held
     replica_sizes: dict[str, int] = field(default_factory=dict)  # partition key -> bytes on disk
+    replica_refs: dict[str, common_pb2.StoreRef] = field(default_factory=dict)  # partition key -> store
 
 
 @dataclass
@@ -51,6 +54,7 @@ class PartitionRecord:
     store: common_pb2.StoreRef
     primary: str
     report: control_pb2.PrimaryReport
+    claimed_at: float = 0.0  # controller clock of the last heartbeat that claimed it
 
     @property
     def key(self) -> str:
@@ -61,8 +65,11 @@ class PartitionRecord:
 class Membership:
     """Registered nodes and their reports; a node silent for `dead_after` seconds is dead."""
 
-    def __init__(self, dead_after: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, dead_after: float, clock: Callable[[], float] = time.monotonic, forget_after: float = 60.0
+    ) -> None:
         self.dead_after = dead_after
+        self.forget_after = forget_after
         self._clock = clock
         self._nodes: dict[str, NodeRecord] = {}
         self._last_known: dict[str, PartitionRecord] = {}
@@ -90,10 +97,11 @@ class Membership:
             }
             record.replicas_held = {partition_key(h.store): h.version for h in request.replicas_held}
             record.replica_sizes = {partition_key(h.store): h.size_bytes for h in request.replicas_held}
+            record.replica_refs = {partition_key(h.store): h.store for h in request.replicas_held}
             for key, claim in record.primaries.items():
                 winner = self._winner(key)
                 if winner is not None and winner[0] == record.node_id:
-                    self._last_known[key] = PartitionRecord(claim.report.store, record.node_id, claim.report)
+                    self._last_known[key] = PartitionRecord(claim.report.store, record.node_id, claim.report, now)
 
     def _winner(self, key: str) -> tuple[str, Claim] | None:
         """The node whose claim of partition `key` stands, with that claim (call with the lock held)."""
@@ -138,14 +146,25 @@ class Membership:
             return self._nodes.get(node_id)
 
     def partitions(self) -> list[PartitionRecord]:
-        """Every partition ever reported, with its primary: the freshest claimant, else the last one known;
-        by store id, then checkpoint location."""
+        """Every partition claimed by a node, or last claimed within `forget_after`, with its primary: the
+        freshest claimant, else the last one known; by store id, then checkpoint location."""
+        now = self._clock()
         with self._lock:
+            claimed = {k for r in self._nodes.values() for k in r.primaries}
+            for key in [k for k, p in self._last_known.items() if k not in claimed]:
+                if now - self._last_known[key].claimed_at > self.forget_after:
+                    del self._last_known[key]
             records = dict(self._last_known)
-            for key in {k for r in self._nodes.values() for k in r.primaries}:
+            for key in claimed:
                 node_id, claim = self._winner(key)  # type: ignore[misc]  # a claimed key has a winner
-                records[key] = PartitionRecord(claim.report.store, node_id, claim.report)
+                records[key] = PartitionRecord(claim.report.store, node_id, claim.report, now)
         return sorted(records.values(), key=lambda p: (p.store.store_id, p.store.checkpoint_dir))
+
+    def replicas_of(self, node_id: str) -> dict[str, common_pb2.StoreRef]:
+        """Partition key -> store of every replica `node_id` reported holding."""
+        with self._lock:
+            record = self._nodes.get(node_id)
+            return dict(record.replica_refs) if record is not None else {}
 
     def state_bytes(self, key: str) -> int:
         """The largest size on disk a node reported for its replica of partition `key` (0 if none did)."""

@@ -56,6 +56,14 @@ class ReplicaGroups:
         group = plan.placement[partition]
         return [node for node in group.replicas if node != primary]
 
+    def has_role(self, partition: str, node: str) -> bool | None:
+        """Whether the plan in force gives `node` a role (primary or replica) in `partition`'s group; None
+        when the plan does not place `partition` (no plan yet, or no live node)."""
+        plan = self.current()
+        if plan.placement is None or partition not in plan.placement:
+            return None
+        return node in plan.placement[partition].nodes
+
     def current(self) -> PlanInForce:
         """The plan for the membership as it is now, re-planned first if its inputs changed."""
         live = [r for r in self._membership.nodes() if self._membership.is_alive(r)]

@@ -24,11 +24,16 @@ class Controller:
     """The Control gRPC server with its membership."""
 
     def __init__(
-        self, listen: str, replication_factor: int = 1, dead_after: float = 3.0, heartbeat_interval: float = 0.5
+        self,
+        listen: str,
+        replication_factor: int = 1,
+        dead_after: float = 3.0,
+        heartbeat_interval: float = 0.5,
+        forget_after: float = 60.0,
     ) -> None:
         self.listen = listen
         self.replication_factor = replication_factor
-        self.membership = Membership(dead_after)
+        self.membership = Membership(dead_after, forget_after=forget_after)
         self._service = ControlService(self.membership, replication_factor, heartbeat_interval)
         self._server: grpc.Server | None = None
         self.port = 0

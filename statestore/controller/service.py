@@ -10,7 +10,7 @@ from statestore.controller.membership import Membership
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.status import build_status, replica_groups_of
 from statestore.node.logs import log_event
-from statestore.rpc import control_pb2, control_pb2_grpc
+from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
 
 _log = logging.getLogger("statestore.controller")
 
@@ -41,7 +41,8 @@ class ControlService(control_pb2_grpc.ControlServicer):
     def Heartbeat(
         self, request: control_pb2.HeartbeatRequest, context: grpc.ServicerContext
     ) -> control_pb2.HeartbeatReply:
-        """Record the node's report; answer with its primary partitions' replica groups and its demotions."""
+        """Record the node's report; answer with its primary partitions' replica groups, its demotions and
+        the replicas it should drop."""
         if not request.node.node_id:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "node.node_id is required")
         self._membership.heartbeat(request)
@@ -55,7 +56,25 @@ class ControlService(control_pb2_grpc.ControlServicer):
                 store=store.store_id,
                 checkpoint=store.checkpoint_dir,
             )
-        return control_pb2.HeartbeatReply(groups=groups, demoted=demoted)
+        retired = self._retired_replicas(request.node.node_id)
+        for store in retired:
+            log_event(
+                _log,
+                "replica_retired",
+                node=request.node.node_id,
+                store=store.store_id,
+                checkpoint=store.checkpoint_dir,
+            )
+        return control_pb2.HeartbeatReply(groups=groups, demoted=demoted, retired_replicas=retired)
+
+    def _retired_replicas(self, node_id: str) -> list[common_pb2.StoreRef]:
+        """The replicas `node_id` holds of partitions forgotten, or placed without a role for it."""
+        known = {p.key for p in self._membership.partitions()}
+        retired = []
+        for key, store in self._membership.replicas_of(node_id).items():
+            if key not in known or self.replica_groups.has_role(key, node_id) is False:
+                retired.append(store)
+        return retired
 
     def Status(self, request: control_pb2.StatusRequest, context: grpc.ServicerContext) -> control_pb2.StatusReply:
         """Nodes, partitions, replica groups, versions held and lag."""

@@ -30,6 +30,7 @@ REPLY = 2
 MATERIALIZE = 3
 PROMOTE = 4
 DEMOTE = 5
+RELEASED = 6
 
 STATUS_ACCEPTED = 0
 STATUS_REPLICATED = 1
@@ -63,6 +64,14 @@ class Committed:
     sync: bool
     rewrites_history: bool
     increment: bytes
+
+
+@dataclass(frozen=True)
+class Released:
+    """A `RELEASED` frame: the local primary unloaded this store partition."""
+
+    store_id: str
+    checkpoint_dir: str
 
 
 @dataclass(frozen=True)
@@ -149,6 +158,20 @@ def decode_committed(fields: bytes) -> Committed:
     )
 
 
+def encode_released(message: Released) -> bytes:
+    """The `RELEASED` frame of `message` (what the provider sends when it unloads a store)."""
+    return frame(RELEASED, _string(message.store_id) + _string(message.checkpoint_dir))
+
+
+def decode_released(fields: bytes) -> Released:
+    """The `RELEASED` message whose fields (after the type byte) are `fields`. Raises FrameError."""
+    reader = _Reader(fields)
+    store_id = reader.string()
+    checkpoint_dir = reader.string()
+    reader.end()
+    return Released(store_id, checkpoint_dir)
+
+
 def encode_reply(reply: Reply) -> bytes:
     """The `REPLY` frame of `reply`."""
     return frame(REPLY, bytes([reply.status]) + _string(reply.message[:4000]))
@@ -220,6 +243,7 @@ def _header_mismatch(message: Committed) -> str:
 # ----------------------------------------------------------------------------- the server
 
 ShipFunction = Callable[[common_pb2.StoreRef, "Committed"], "ShipResult"]
+ReleaseFunction = Callable[[common_pb2.StoreRef], int]
 
 
 @dataclass(frozen=True)
@@ -233,9 +257,10 @@ class ShipResult:
 class LocalChannelServer:
     """Serves the local socket: one thread accepts, one thread per connection answers its requests in order."""
 
-    def __init__(self, path: Path, ship: ShipFunction) -> None:
+    def __init__(self, path: Path, ship: ShipFunction, release: ReleaseFunction) -> None:
         self.path = Path(path)
         self._ship = ship
+        self._release = release
         self._listener: socket.socket | None = None
         self._connections: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -310,6 +335,8 @@ class LocalChannelServer:
             conn.close()
 
     def _answer(self, frame_type: int, fields: bytes) -> Reply:
+        if frame_type == RELEASED:
+            return self._answer_released(fields)
         if frame_type != COMMITTED:
             return Reply(STATUS_REFUSED, f"frame type {frame_type} is not supported by this node")
         try:
@@ -345,6 +372,15 @@ class LocalChannelServer:
         if not message.sync:
             return Reply(STATUS_ACCEPTED, result.detail)
         return Reply(STATUS_REPLICATED if result.synced else STATUS_NOT_REPLICATED, result.detail)
+
+    def _answer_released(self, fields: bytes) -> Reply:
+        try:
+            message = decode_released(fields)
+        except FrameError as exc:
+            return Reply(STATUS_REFUSED, f"bad RELEASED frame: {exc}")
+        store = common_pb2.StoreRef(store_id=message.store_id, checkpoint_dir=checkpoint_path(message.checkpoint_dir))
+        was_primary = self._release(store)
+        return Reply(STATUS_ACCEPTED, "released" if was_primary else "was not primary here")
 
     def stop(self) -> None:
         """Stop accepting, close every connection and remove the socket file."""

@@ -2,7 +2,8 @@
 
 Each heartbeat reports the partitions this node is primary of (with its replicas' acked versions and
 lag, and how long ago each was committed) and the replicas it holds; the reply brings back the replica
-group of each primary partition, and the partitions another node committed since (this node is demoted).
+group of each primary partition, the partitions another node committed since (this node is demoted),
+and the replicas to delete (their partition was forgotten, or placement gave this node no role in it).
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ class Heartbeater:
         replicas_held: Callable[[], list[common_pb2.VersionHeld]],
         on_groups: Callable[[list[control_pb2.ReplicaGroup]], None],
         on_demoted: Callable[[list[common_pb2.StoreRef]], None] = lambda _stores: None,
+        on_retired: Callable[[list[common_pb2.StoreRef]], None] = lambda _stores: None,
     ) -> None:
         self._settings = settings
         self._primaries = primaries
         self._replicas_held = replicas_held
         self._on_groups = on_groups
         self._on_demoted = on_demoted
+        self._on_retired = on_retired
         self._node = control_pb2.NodeRef(node_id=settings.identity, address=settings.address, rack=settings.rack)
         self._channel = grpc.insecure_channel(settings.controller) if settings.controller else None
         self._stub = control_pb2_grpc.ControlStub(self._channel) if self._channel else None
@@ -86,6 +89,8 @@ class Heartbeater:
             self._failures = 0
         if reply.demoted:
             self._on_demoted(list(reply.demoted))
+        if reply.retired_replicas:
+            self._on_retired(list(reply.retired_replicas))
         self._on_groups(list(reply.groups))
         return True
 

@@ -97,6 +97,7 @@ class Replica:
         self._store = VersionedStore.open(directory / _DB_DIR, store.store_id, settings.store_options())
         self._size = 0
         self._size_measured_at = -_SIZE_REFRESH_SECONDS
+        self._retired = False
 
     @property
     def store_id(self) -> str:
@@ -121,6 +122,8 @@ class Replica:
     def receive(self, blob: common_pb2.IncrementBlob, primary_address: str) -> Receipt:
         """Handle one shipped increment: apply, buffer, or reject it, filling gaps as needed."""
         with self._lock:
+            if self._retired:
+                return Receipt(Outcome.FAILED, 0, f"the replica of {self.store_id} was dropped meanwhile")
             try:
                 increment = decode_increment(
                     blob.data, f"increment {blob.version} of {self.store_id} from {primary_address}"
@@ -374,6 +377,12 @@ class Replica:
         with self._lock:
             self._store.close()
 
+    def retire(self) -> None:
+        """Close the store for good: increments still arriving for it are refused (a new replica takes them)."""
+        with self._lock:
+            self._retired = True
+            self._store.close()
+
 
 def replica_directory_name(ref: common_pb2.StoreRef) -> str:
     """The directory of a replica under `<data dir>/replicas/`: the url-quoted store id, then a digest of the
@@ -431,18 +440,21 @@ class ReplicaSet:
                 log_event(_log, "replica_created", store=ref.store_id, checkpoint=ref.checkpoint_dir)
         return replica
 
-    def drop(self, ref: common_pb2.StoreRef) -> bool:
-        """Delete the replica of `ref` if held (this node became the partition's primary: the primary's own
-        store supersedes it, and it may hold a history the primary abandoned); returns whether one was."""
+    def drop(self, ref: common_pb2.StoreRef, reason: str) -> bool:
+        """Delete the replica of `ref` if held; returns whether one was. Called when this node became the
+        partition's primary (the primary's own store supersedes the replica, which may hold a history the
+        primary abandoned) and when the controller retires it (docs/node.md)."""
         with self._lock:
             replica = self._replicas.pop(partition_key(ref), None)
         if replica is None:
             return False
         with replica.locked():
             version = replica.version
-            replica.close()
+            replica.retire()
             shutil.rmtree(replica.directory, ignore_errors=True)
-        log_event(_log, "replica_dropped", store=ref.store_id, checkpoint=ref.checkpoint_dir, version=version)
+        log_event(
+            _log, "replica_dropped", store=ref.store_id, checkpoint=ref.checkpoint_dir, version=version, reason=reason
+        )
         return True
 
     def held(self) -> list[common_pb2.VersionHeld]:

@@ -82,7 +82,9 @@ class StateNode:
         # Built in start(), once the listening port is known (`--listen HOST:0` binds any free port).
         self.shipper: Shipper | None = None
         self.heartbeater: Heartbeater | None = None
-        self.local_channel = LocalChannelServer(local_socket, self._ship_committed) if local_socket else None
+        self.local_channel = (
+            LocalChannelServer(local_socket, self._ship_committed, self._release) if local_socket else None
+        )
 
     def _ask_replica_groups(self) -> None:
         assert self.heartbeater is not None
@@ -109,13 +111,19 @@ class StateNode:
         if requested == 0:
             bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             self.settings = replace(self.settings, listen=bound)
-        self.shipper = Shipper(self.settings, self.increment_log, self._ask_replica_groups, self.replicas.drop)
+        self.shipper = Shipper(
+            self.settings,
+            self.increment_log,
+            self._ask_replica_groups,
+            lambda store: self.replicas.drop(store, reason="this node became the partition's primary"),
+        )
         self.heartbeater = Heartbeater(
             self.settings,
             self.shipper.reports,
             self.replicas.held,
             self.shipper.set_replica_groups,
             self.shipper.demote,
+            self._retire_replicas,
         )
         self.replicas.open_existing()
         replication_pb2_grpc.add_ReplicationServicer_to_server(
@@ -143,6 +151,15 @@ class StateNode:
             pid=os.getpid(),
         )
         self.heartbeater.start()
+
+    def _release(self, store: common_pb2.StoreRef) -> int:
+        """The local channel's RELEASED: the same path as `Primary.Release`."""
+        assert self.shipper is not None
+        return self.shipper.demote([store], why="released by the local primary")
+
+    def _retire_replicas(self, stores: list[common_pb2.StoreRef]) -> None:
+        for store in stores:
+            self.replicas.drop(store, reason="retired by the controller")
 
     def _ship_committed(self, store: common_pb2.StoreRef, message: Committed) -> ShipResult:
         """The local channel's COMMITTED: the same shipping path as `Primary.Ship`."""

@@ -141,3 +141,10 @@ class PrimaryService(replication_pb2_grpc.PrimaryServicer):
             synced=outcome.synced,
             detail=outcome.detail,
         )
+
+    def Release(self, request: common_pb2.StoreRef, context: grpc.ServicerContext) -> replication_pb2.ReleaseResult:
+        """The local primary unloaded the partition: stop being its primary."""
+        if not request.store_id:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "store_id is required")
+        released = self._shipper.demote([request], why="released by the local primary")
+        return replication_pb2.ReleaseResult(was_primary=released > 0)

@@ -413,18 +413,21 @@ class Shipper:
                 partition.group_known = True
             self._retire_unwanted_links()
 
-    def demote(self, stores: list[common_pb2.StoreRef]) -> None:
-        """Stop being primary of `stores`: another node committed them since (Spark moved their tasks).
+    def demote(self, stores: list[common_pb2.StoreRef], why: str = "another node committed it more recently") -> int:
+        """Stop being primary of `stores`: another node committed them since (Spark moved their tasks), or
+        the local primary released them. Returns how many this node was primary of.
 
         Their queued increments are dropped and they are no longer reported; the increment log keeps their
         recent increments for replicas that still pull. A later commit here makes this node primary again.
         """
+        demoted = 0
         with self._cond:
             for store in stores:
                 key = partition_key(store)
                 partition = self._partitions.pop(key, None)
                 if partition is None:
                     continue
+                demoted += 1
                 for link in self._links.values():
                     link.drop_backlog(key)
                 log_event(
@@ -433,9 +436,10 @@ class Shipper:
                     store=store.store_id,
                     checkpoint=store.checkpoint_dir,
                     version=partition.version,
-                    note="another node committed this partition more recently",
+                    why=why,
                 )
             self._retire_unwanted_links()
+        return demoted
 
     def _retire_unwanted_links(self) -> None:
         """Retire the links to nodes in no replica group any more (dead, or moved by placement): not retried

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from statestore.rpc import common_pb2 as statestore_dot_rpc_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cstatestore/rpc/control.proto\x12\x0estatestore.rpc\x1a\x1bstatestore/rpc/common.proto\"9\n\x07NodeRef\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04rack\x18\x03 \x01(\t\"8\n\x0fRegisterRequest\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\"O\n\rRegisterReply\x12\x1a\n\x12replication_factor\x18\x01 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x02 \x01(\x01\"L\n\x0fReplicaProgress\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x15\n\racked_version\x18\x02 \x01(\x03\x12\x11\n\tlag_bytes\x18\x03 \x01(\x03\"\xb3\x01\n\rPrimaryReport\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x31\n\x08replicas\x18\x03 \x03(\x0b\x32\x1f.statestore.rpc.ReplicaProgress\x12\x1c\n\x14seconds_since_commit\x18\x04 \x01(\x01\x12\x17\n\x0fincrement_bytes\x18\x05 \x01(\x03\"\x9f\x01\n\x10HeartbeatRequest\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\x12\x30\n\tprimaries\x18\x02 \x03(\x0b\x32\x1d.statestore.rpc.PrimaryReport\x12\x32\n\rreplicas_held\x18\x03 \x03(\x0b\x32\x1b.statestore.rpc.VersionHeld\"x\n\x0cReplicaGroup\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x14\n\x0cprimary_node\x18\x02 \x01(\t\x12)\n\x08replicas\x18\x03 \x03(\x0b\x32\x17.statestore.rpc.NodeRef\"i\n\x0eHeartbeatReply\x12,\n\x06groups\x18\x01 \x03(\x0b\x32\x1c.statestore.rpc.ReplicaGroup\x12)\n\x07\x64\x65moted\x18\x02 \x03(\x0b\x32\x18.statestore.rpc.StoreRef\"\x0f\n\rStatusRequest\"\x88\x01\n\nNodeStatus\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\x12\r\n\x05\x61live\x18\x02 \x01(\x08\x12\x1f\n\x17seconds_since_heartbeat\x18\x03 \x01(\x01\x12\x11\n\tprimaries\x18\x04 \x01(\x05\x12\x10\n\x08replicas\x18\x05 \x01(\x05\"_\n\rReplicaStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0cversion_held\x18\x02 \x01(\x03\x12\x14\n\x0clag_versions\x18\x03 \x01(\x03\x12\x11\n\tlag_bytes\x18\x04 \x01(\x03\"\xc8\x01\n\x0fPartitionStatus\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x14\n\x0cprimary_node\x18\x02 \x01(\t\x12\x17\n\x0fprimary_version\x18\x03 \x01(\x03\x12/\n\x08replicas\x18\x04 \x03(\x0b\x32\x1d.statestore.rpc.ReplicaStatus\x12\x17\n\x0fincrement_bytes\x18\x05 \x01(\x03\x12\x13\n\x0bstate_bytes\x18\x06 \x01(\x03\"\x98\x01\n\x0fPlacementStatus\x12\r\n\x05total\x18\x01 \x01(\x01\x12\x0f\n\x07traffic\x18\x02 \x01(\x01\x12\x0c\n\x04load\x18\x03 \x01(\x01\x12\x11\n\tmigration\x18\x04 \x01(\x01\x12\x13\n\x0blower_bound\x18\x05 \x01(\x01\x12\x10\n\x08replicas\x18\x06 \x01(\x05\x12\x0f\n\x07replans\x18\x07 \x01(\x05\x12\x0c\n\x04note\x18\x08 \x01(\t\"\xbd\x01\n\x0bStatusReply\x12\x1a\n\x12replication_factor\x18\x01 \x01(\x05\x12)\n\x05nodes\x18\x02 \x03(\x0b\x32\x1a.statestore.rpc.NodeStatus\x12\x33\n\npartitions\x18\x03 \x03(\x0b\x32\x1f.statestore.rpc.PartitionStatus\x12\x32\n\tplacement\x18\x04 \x01(\x0b\x32\x1f.statestore.rpc.PlacementStatus2\xea\x01\n\x07\x43ontrol\x12J\n\x08Register\x12\x1f.statestore.rpc.RegisterRequest\x1a\x1d.statestore.rpc.RegisterReply\x12M\n\tHeartbeat\x12 .statestore.rpc.HeartbeatRequest\x1a\x1e.statestore.rpc.HeartbeatReply\x12\x44\n\x06Status\x12\x1d.statestore.rpc.StatusRequest\x1a\x1b.statestore.rpc.StatusReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cstatestore/rpc/control.proto\x12\x0estatestore.rpc\x1a\x1bstatestore/rpc/common.proto\"9\n\x07NodeRef\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04rack\x18\x03 \x01(\t\"8\n\x0fRegisterRequest\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\"O\n\rRegisterReply\x12\x1a\n\x12replication_factor\x18\x01 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x02 \x01(\x01\"L\n\x0fReplicaProgress\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x15\n\racked_version\x18\x02 \x01(\x03\x12\x11\n\tlag_bytes\x18\x03 \x01(\x03\"\xb3\x01\n\rPrimaryReport\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x31\n\x08replicas\x18\x03 \x03(\x0b\x32\x1f.statestore.rpc.ReplicaProgress\x12\x1c\n\x14seconds_since_commit\x18\x04 \x01(\x01\x12\x17\n\x0fincrement_bytes\x18\x05 \x01(\x03\"\x9f\x01\n\x10HeartbeatRequest\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\x12\x30\n\tprimaries\x18\x02 \x03(\x0b\x32\x1d.statestore.rpc.PrimaryReport\x12\x32\n\rreplicas_held\x18\x03 \x03(\x0b\x32\x1b.statestore.rpc.VersionHeld\"x\n\x0cReplicaGroup\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x14\n\x0cprimary_node\x18\x02 \x01(\t\x12)\n\x08replicas\x18\x03 \x03(\x0b\x32\x17.statestore.rpc.NodeRef\"\x9d\x01\n\x0eHeartbeatReply\x12,\n\x06groups\x18\x01 \x03(\x0b\x32\x1c.statestore.rpc.ReplicaGroup\x12)\n\x07\x64\x65moted\x18\x02 \x03(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x32\n\x10retired_replicas\x18\x03 \x03(\x0b\x32\x18.statestore.rpc.StoreRef\"\x0f\n\rStatusRequest\"\x88\x01\n\nNodeStatus\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\x12\r\n\x05\x61live\x18\x02 \x01(\x08\x12\x1f\n\x17seconds_since_heartbeat\x18\x03 \x01(\x01\x12\x11\n\tprimaries\x18\x04 \x01(\x05\x12\x10\n\x08replicas\x18\x05 \x01(\x05\"_\n\rReplicaStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0cversion_held\x18\x02 \x01(\x03\x12\x14\n\x0clag_versions\x18\x03 \x01(\x03\x12\x11\n\tlag_bytes\x18\x04 \x01(\x03\"\xc8\x01\n\x0fPartitionStatus\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x14\n\x0cprimary_node\x18\x02 \x01(\t\x12\x17\n\x0fprimary_version\x18\x03 \x01(\x03\x12/\n\x08replicas\x18\x04 \x03(\x0b\x32\x1d.statestore.rpc.ReplicaStatus\x12\x17\n\x0fincrement_bytes\x18\x05 \x01(\x03\x12\x13\n\x0bstate_bytes\x18\x06 \x01(\x03\"\x98\x01\n\x0fPlacementStatus\x12\r\n\x05total\x18\x01 \x01(\x01\x12\x0f\n\x07traffic\x18\x02 \x01(\x01\x12\x0c\n\x04load\x18\x03 \x01(\x01\x12\x11\n\tmigration\x18\x04 \x01(\x01\x12\x13\n\x0blower_bound\x18\x05 \x01(\x01\x12\x10\n\x08replicas\x18\x06 \x01(\x05\x12\x0f\n\x07replans\x18\x07 \x01(\x05\x12\x0c\n\x04note\x18\x08 \x01(\t\"\xbd\x01\n\x0bStatusReply\x12\x1a\n\x12replication_factor\x18\x01 \x01(\x05\x12)\n\x05nodes\x18\x02 \x03(\x0b\x32\x1a.statestore.rpc.NodeStatus\x12\x33\n\npartitions\x18\x03 \x03(\x0b\x32\x1f.statestore.rpc.PartitionStatus\x12\x32\n\tplacement\x18\x04 \x01(\x0b\x32\x1f.statestore.rpc.PlacementStatus2\xea\x01\n\x07\x43ontrol\x12J\n\x08Register\x12\x1f.statestore.rpc.RegisterRequest\x1a\x1d.statestore.rpc.RegisterReply\x12M\n\tHeartbeat\x12 .statestore.rpc.HeartbeatRequest\x1a\x1e.statestore.rpc.HeartbeatReply\x12\x44\n\x06Status\x12\x1d.statestore.rpc.StatusRequest\x1a\x1b.statestore.rpc.StatusReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,20 +46,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HEARTBEATREQUEST']._serialized_end=695
   _globals['_REPLICAGROUP']._serialized_start=697
   _globals['_REPLICAGROUP']._serialized_end=817
-  _globals['_HEARTBEATREPLY']._serialized_start=819
-  _globals['_HEARTBEATREPLY']._serialized_end=924
-  _globals['_STATUSREQUEST']._serialized_start=926
-  _globals['_STATUSREQUEST']._serialized_end=941
-  _globals['_NODESTATUS']._serialized_start=944
-  _globals['_NODESTATUS']._serialized_end=1080
-  _globals['_REPLICASTATUS']._serialized_start=1082
-  _globals['_REPLICASTATUS']._serialized_end=1177
-  _globals['_PARTITIONSTATUS']._serialized_start=1180
-  _globals['_PARTITIONSTATUS']._serialized_end=1380
-  _globals['_PLACEMENTSTATUS']._serialized_start=1383
-  _globals['_PLACEMENTSTATUS']._serialized_end=1535
-  _globals['_STATUSREPLY']._serialized_start=1538
-  _globals['_STATUSREPLY']._serialized_end=1727
-  _globals['_CONTROL']._serialized_start=1730
-  _globals['_CONTROL']._serialized_end=1964
+  _globals['_HEARTBEATREPLY']._serialized_start=820
+  _globals['_HEARTBEATREPLY']._serialized_end=977
+  _globals['_STATUSREQUEST']._serialized_start=979
+  _globals['_STATUSREQUEST']._serialized_end=994
+  _globals['_NODESTATUS']._serialized_start=997
+  _globals['_NODESTATUS']._serialized_end=1133
+  _globals['_REPLICASTATUS']._serialized_start=1135
+  _globals['_REPLICASTATUS']._serialized_end=1230
+  _globals['_PARTITIONSTATUS']._serialized_start=1233
+  _globals['_PARTITIONSTATUS']._serialized_end=1433
+  _globals['_PLACEMENTSTATUS']._serialized_start=1436
+  _globals['_PLACEMENTSTATUS']._serialized_end=1588
+  _globals['_STATUSREPLY']._serialized_start=1591
+  _globals['_STATUSREPLY']._serialized_end=1780
+  _globals['_CONTROL']._serialized_start=1783
+  _globals['_CONTROL']._serialized_end=2017
 # @@protoc_insertion_point(module_scope)

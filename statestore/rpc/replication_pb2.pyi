@@ -23,6 +23,12 @@ ACK_BUFFERED: AckStatus
 ACK_REJECTED_CORRUPT: AckStatus
 ACK_FAILED: AckStatus
 
+class ReleaseResult(_message.Message):
+    __slots__ = ("was_primary",)
+    WAS_PRIMARY_FIELD_NUMBER: _ClassVar[int]
+    was_primary: bool
+    def __init__(self, was_primary: _Optional[bool] = ...) -> None: ...
+
 class ShipRequest(_message.Message):
     __slots__ = ("increment", "primary_address")
     INCREMENT_FIELD_NUMBER: _ClassVar[int]

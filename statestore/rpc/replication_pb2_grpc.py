@@ -207,6 +207,11 @@ class PrimaryStub:
                 request_serializer=statestore_dot_rpc_dot_replication__pb2.ShipCommand.SerializeToString,
                 response_deserializer=statestore_dot_rpc_dot_replication__pb2.ShipResult.FromString,
                 _registered_method=True)
+        self.Release = channel.unary_unary(
+                '/statestore.rpc.Primary/Release',
+                request_serializer=statestore_dot_rpc_dot_common__pb2.StoreRef.SerializeToString,
+                response_deserializer=statestore_dot_rpc_dot_replication__pb2.ReleaseResult.FromString,
+                _registered_method=True)
 
 
 class PrimaryServicer:
@@ -220,6 +225,14 @@ class PrimaryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Release(self, request, context):
+        """The local primary unloaded the partition (query stopped, or its task moved): the node stops being its
+        primary. Answers whether the node was.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PrimaryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -227,6 +240,11 @@ def add_PrimaryServicer_to_server(servicer, server):
                     servicer.Ship,
                     request_deserializer=statestore_dot_rpc_dot_replication__pb2.ShipCommand.FromString,
                     response_serializer=statestore_dot_rpc_dot_replication__pb2.ShipResult.SerializeToString,
+            ),
+            'Release': grpc.unary_unary_rpc_method_handler(
+                    servicer.Release,
+                    request_deserializer=statestore_dot_rpc_dot_common__pb2.StoreRef.FromString,
+                    response_serializer=statestore_dot_rpc_dot_replication__pb2.ReleaseResult.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -257,6 +275,33 @@ class Primary:
             '/statestore.rpc.Primary/Ship',
             statestore_dot_rpc_dot_replication__pb2.ShipCommand.SerializeToString,
             statestore_dot_rpc_dot_replication__pb2.ShipResult.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Release(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/statestore.rpc.Primary/Release',
+            statestore_dot_rpc_dot_common__pb2.StoreRef.SerializeToString,
+            statestore_dot_rpc_dot_replication__pb2.ReleaseResult.FromString,
             options,
             channel_credentials,
             insecure,
