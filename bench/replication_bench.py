@@ -126,11 +126,11 @@ def _progress(job: StreamingAggregation, q: int, total: int, shown: int) -> int:
     return len(durations)
 
 
-def run_q(q: int, workload: Workload, work: Path) -> dict[str, Any]:
+def run_q(q: int, workload: Workload, work: Path, round_no: int = 1) -> dict[str, Any]:
     """One Spark application with replication factor `q` over the workload; returns its figures."""
-    root = work / f"q{q}"
-    print(f"q={q}: starting local-cluster[3,1,1024] ...", flush=True)
-    spark = start_spark(root, f"replication-bench-q{q}", replication_factor=q)
+    root = work / f"q{q}-round{round_no}"
+    print(f"q={q}: starting local-cluster[3,1,1024] (round {round_no}) ...", flush=True)
+    spark = start_spark(root, f"replication-bench-q{q}-round{round_no}", replication_factor=q)
     figures: dict[str, Any] = {}
     try:
         with contextlib.ExitStack() as running:
@@ -159,6 +159,7 @@ def run_q(q: int, workload: Workload, work: Path) -> dict[str, Any]:
             figures["batch_ms_median"] = statistics.median(durations[WARMUP_BATCHES:])
             increments = [p for d in job.store_dirs().values() for p in d.glob("*.increment")]
             figures["commits"] = len(increments)
+            figures["increment_bytes"] = sum(p.stat().st_size for p in increments)
             figures["increment_bytes_per_commit"] = sum(p.stat().st_size for p in increments) / max(len(increments), 1)
             if q:
                 try:
@@ -183,6 +184,32 @@ def run_q(q: int, workload: Workload, work: Path) -> dict[str, Any]:
             print(f"  q={q}: killed sidecars {left} that outlived their executors", flush=True)
     print(f"q={q}: median batch {figures['batch_ms_median']:.0f} ms", flush=True)
     return figures
+
+
+def combine_rounds(rounds: list[dict[str, Any]], q: int) -> dict[str, Any]:
+    """One q's figures over several rounds: the median of every round's steady-state batches together,
+    the worst lag, identical only if every round's replicas were, bytes summed over all commits."""
+    if len(rounds) == 1:
+        return rounds[0]
+    steady = [ms for r in rounds for ms in r["batch_ms"][WARMUP_BATCHES:]]
+    commits = sum(r["commits"] for r in rounds)
+    combined: dict[str, Any] = {
+        "rounds": rounds,
+        "batch_ms_median": statistics.median(steady),
+        "batch_ms_median_per_round": [r["batch_ms_median"] for r in rounds],
+        "commits": commits,
+        "increment_bytes_per_commit": sum(r["increment_bytes"] for r in rounds) / max(commits, 1),
+    }
+    if q:
+        combined["replicas_identical"] = all(r["replicas_identical"] for r in rounds)
+        combined["max_replica_lag_versions"] = max(r["max_replica_lag_versions"] for r in rounds)
+        combined["max_replica_lag_versions_with_warmup"] = max(
+            r["max_replica_lag_versions_with_warmup"] for r in rounds
+        )
+        combined["worst_lag"] = max(rounds, key=lambda r: r["max_replica_lag_versions"])["worst_lag"]
+        combined["wire_bytes"] = sum(r["wire_bytes"] for r in rounds)
+        combined["bytes_shipped_per_commit"] = combined["wire_bytes"] / max(commits * q, 1)
+    return combined
 
 
 def summary(per_q: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -255,7 +282,9 @@ def write_png(per_q: dict[int, dict[str, Any]], path: Path, title: str) -> None:
         bars.text(i, m, f"{m / base:.2f}x", ha="center", va="bottom")
     bars.set_title("median micro-batch time (ms)")
     for q, r in per_q.items():
-        lines.plot(range(1, len(r["batch_ms"]) + 1), r["batch_ms"], marker="o", label=f"q={q}")
+        for round_no, run in enumerate(r.get("rounds", [r]), start=1):
+            label = f"q={q}" + (f" round {round_no}" if "rounds" in r else "")
+            lines.plot(range(1, len(run["batch_ms"]) + 1), run["batch_ms"], marker="o", label=label)
     lines.axvspan(0.5, WARMUP_BATCHES + 0.5, color="0.9", label="warm-up")
     lines.set_xlabel("micro-batch")
     lines.set_ylabel("ms")
@@ -271,22 +300,31 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a small run (a few minutes)")
     parser.add_argument("--out", required=True, help="JSON file to write (a PNG is written next to it)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="runs of every q, in alternating order (0,1,2 then 2,1,0) so that drift in the machine's load "
+        "cancels out (default: 1 with --quick, 2 otherwise)",
+    )
     args = parser.parse_args(argv)
     workload = QUICK if args.quick else FULL
+    rounds = args.rounds or (1 if args.quick else 2)
     print(
         f"workload: {workload.batches} micro-batches x {workload.rows_per_batch} rows over {workload.keys} keys, "
         f"q = {', '.join(map(str, Q_VALUES))}, master local-cluster[3,1,1024]",
         flush=True,
     )
     work = Path(tempfile.mkdtemp(prefix="replication-bench-"))
-    per_q: dict[int, dict[str, Any]] = {}
+    runs: dict[int, list[dict[str, Any]]] = {q: [] for q in Q_VALUES}
     try:
-        for q in Q_VALUES:
-            started = time.time()
-            per_q[q] = run_q(q, workload, work)
-            print(f"q={q}: done in {time.time() - started:.0f}s", flush=True)
+        for round_no in range(1, rounds + 1):
+            for q in Q_VALUES if round_no % 2 else tuple(reversed(Q_VALUES)):
+                started = time.time()
+                runs[q].append(run_q(q, workload, work, round_no))
+                print(f"q={q}: round {round_no}/{rounds} done in {time.time() - started:.0f}s", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    per_q = {q: combine_rounds(runs[q], q) for q in Q_VALUES}
     print_table(per_q)
     lines = verdict(per_q)
     print("\n" + "\n".join(lines))
@@ -296,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         **summary(per_q),
         "per_q": {str(q): r for q, r in per_q.items()},
         "workload": asdict(workload),
+        "rounds": rounds,
         "targets": lines,
     }
     out.write_text(json.dumps(result, indent=2))
