@@ -10,6 +10,7 @@ import java.nio.charset.StandardCharsets;
 final class ChannelFrames {
   static final byte COMMITTED = 1;
   static final byte REPLY = 2;
+  static final byte RELEASED = 6;
 
   static final int STATUS_ACCEPTED = 0;
   static final int STATUS_REPLICATED = 1;
@@ -50,6 +51,19 @@ final class ChannelFrames {
     buf.putLong(version);
     buf.put((byte) ((sync ? FLAG_SYNC : 0) | (rewritesHistory ? FLAG_REWRITES_HISTORY : 0)));
     buf.putInt(increment.length).put(increment);
+    return buf.flip();
+  }
+
+  /** The RELEASED frame (the provider unloaded the store partition), length prefix included. */
+  static ByteBuffer released(String storeId, String checkpointDir) {
+    byte[] id = storeId.getBytes(StandardCharsets.UTF_8);
+    byte[] dir = checkpointDir.getBytes(StandardCharsets.UTF_8);
+    if (id.length > 0xFFFF || dir.length > 0xFFFF) throw new IllegalArgumentException("string longer than 65535");
+    int fields = 2 + id.length + 2 + dir.length;
+    ByteBuffer buf = ByteBuffer.allocate(4 + 1 + fields);
+    buf.putInt(1 + fields).put(RELEASED);
+    buf.putShort((short) id.length).put(id);
+    buf.putShort((short) dir.length).put(dir);
     return buf.flip();
   }
 
