@@ -9,11 +9,25 @@ everything they keep per partition by both.
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote, urlparse
 
 from statestore.rpc import common_pb2
 
 # `<checkpoint root>/state/<operatorId>/<partitionId>[/<storeName>]`, as Spark lays out a store's location.
 _STORE_LOCATION = re.compile(r"^(?P<root>.*?)/state/\d+/\d+(?:/[^/]+)?/?$")
+
+
+def normalized_checkpoint_dir(checkpoint_dir: str) -> str:
+    """The form every entry point stores a checkpoint location in: a local path for a `file:` URI (as Hadoop
+    names the provider's checkpoint location), without a trailing slash; other schemes as given."""
+    if checkpoint_dir.startswith("file:"):
+        checkpoint_dir = unquote(urlparse(checkpoint_dir).path)
+    return checkpoint_dir.rstrip("/") or checkpoint_dir
+
+
+def normalized(store: common_pb2.StoreRef) -> common_pb2.StoreRef:
+    """`store` with its checkpoint location normalized (what a node keys and forwards)."""
+    return common_pb2.StoreRef(store_id=store.store_id, checkpoint_dir=normalized_checkpoint_dir(store.checkpoint_dir))
 
 
 def partition_key(store: common_pb2.StoreRef) -> str:

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import grpc
 from test_node_harness import Cluster, Primary, replica_digest, replica_dir, send_cont, send_stop, wait_until
 
 from statestore.controller.membership import Membership
+from statestore.controller.service import ControlService
+from statestore.node.increment_log import IncrementLog
+from statestore.node.settings import NodeSettings
+from statestore.node.shipper import Shipper
 from statestore.partition_key import partition_key, query_root
-from statestore.rpc import common_pb2, control_pb2
+from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication_pb2_grpc
 
 STORE = "0/3/default"
 
@@ -48,7 +53,8 @@ def test_the_most_recent_committer_is_primary_even_at_a_lower_version() -> None:
     _claim(membership, "b", store, 9, ago=0.2)
     _claim(membership, "a", store, 10, ago=5.0)
     assert _primary_of(membership, store) == ("b", 9)
-    assert [s.store_id for s in membership.demoted("a")] == [STORE] and membership.demoted("b") == []
+    assert [(h.store.store_id, h.version) for h in membership.demoted("a")] == [(STORE, 10)]
+    assert membership.demoted("b") == []
     # a demoted itself (reports nothing); b's node restarts and has not committed yet: b stays primary.
     _claim(membership, "a", common_pb2.StoreRef(store_id="other"), 1, ago=0.0)
     membership.heartbeat(control_pb2.HeartbeatRequest(node=control_pb2.NodeRef(node_id="b", address="b:1")))
@@ -65,7 +71,7 @@ def test_claims_at_the_same_moment_go_to_the_higher_version() -> None:
     _claim(membership, "b", store, 7, ago=1.0)
     _claim(membership, "a", store, 8, ago=1.0)
     assert _primary_of(membership, store) == ("a", 8)
-    assert [s.store_id for s in membership.demoted("b")] == [STORE]
+    assert [(h.store.store_id, h.version) for h in membership.demoted("b")] == [(STORE, 7)]
 
 
 def test_one_store_id_in_two_checkpoint_locations_is_two_partitions() -> None:
@@ -138,7 +144,7 @@ def test_a_moved_partition_demotes_the_old_primary_and_its_replicas_follow_the_n
         group = wait_until(lambda: _group_at(cluster, primary.ref, "node-b", 7), 30, "b primary, replicas at 7")
         assert set(group) == {"node-a", "node-c"}
         wait_until(lambda: '"event": "demoted"' in cluster.processes["node-a"].log(), 10, "node-a demoted")
-        assert '"event": "replica_dropped"' in cluster.processes["node-b"].log()  # its replica is superseded
+        assert _dropped(cluster, "node-b", "became the partition's primary")  # its replica is superseded
         primary.commit_and_ship(2)
         group = wait_until(lambda: _group_at(cluster, primary.ref, "node-b", 9), 30, "replicas at 9")
         for node in group:
@@ -209,7 +215,7 @@ def test_a_replica_left_outside_its_group_is_deleted_not_reused(tmp_path: Path) 
         primary.commit_and_ship(2)
         send_cont(cluster.processes[stalled])
         wait_until(lambda: _dropped(cluster, stalled, "retired by the controller"), 20, f"{stalled} drops it")
-        assert not list((cluster.data_dir(stalled) / "replicas").glob("*/store.json"))
+        wait_until(lambda: not list((cluster.data_dir(stalled) / "replicas").iterdir()), 10, "its directory deleted")
         assert wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 5), 20, "replica at 5") == {other: 5}
         assert replica_digest(cluster.data_dir(other), STORE) == (5, primary.digest())
     except BaseException:
@@ -235,11 +241,116 @@ def test_a_released_partition_is_forgotten_and_its_replicas_deleted(tmp_path: Pa
         wait_until(lambda: _partition(cluster, primary.ref) is None, 20, "the partition forgotten")
         for node in group:
             wait_until(lambda n=node: _dropped(cluster, n, "retired by the controller"), 20, f"{node} drops it")
-            assert not list((cluster.data_dir(node) / "replicas").glob("*/store.json"))
-        assert cluster.status().partitions == [] or _partition(cluster, primary.ref) is None
+            wait_until(
+                lambda n=node: not list((cluster.data_dir(n) / "replicas").iterdir()), 10, f"{node}'s replica deleted"
+            )
     except BaseException:
         print(cluster.logs())
         raise
     finally:
         primary.close()
         cluster.close()
+
+
+def test_a_dead_primarys_partition_is_forgotten_and_a_fresh_controller_forgets_nothing() -> None:
+    clock = _Clock()
+    membership = Membership(dead_after=3.0, clock=clock, forget_after=60.0)
+    store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
+    _claim(membership, "a", store, 4, ago=0.0)
+    clock.now += 30  # a's executor is gone: its claim stops counting once it is dead
+    assert [p.primary for p in membership.partitions()] == ["a"]
+    assert membership.state_bytes(partition_key(store)) == 0
+    clock.now += 31
+    assert membership.partitions() == [] and membership.is_forgotten(partition_key(store))
+    # A controller that never saw the partition (it restarted) does not call it forgotten.
+    assert not Membership(dead_after=3.0, clock=clock).is_forgotten(partition_key(store))
+
+
+def _held_request(node: str, store: common_pb2.StoreRef) -> control_pb2.HeartbeatRequest:
+    return control_pb2.HeartbeatRequest(
+        node=control_pb2.NodeRef(node_id=node, address=f"{node}:1"),
+        replicas_held=[common_pb2.VersionHeld(store=store, version=5, size_bytes=1000)],
+    )
+
+
+class _NoContext:
+    def abort(self, code: object, details: str) -> None:
+        raise AssertionError(f"aborted: {details}")
+
+
+def test_a_restarted_controller_retires_no_replica_of_a_partition_it_has_not_seen() -> None:
+    service = ControlService(Membership(dead_after=3.0, clock=_Clock()), replication_factor=1, heartbeat_interval=0.5)
+    store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
+    reply = service.Heartbeat(_held_request("b", store), _NoContext())
+    assert list(reply.retired_replicas) == []
+
+
+def test_a_node_retires_its_replica_of_a_partition_it_is_primary_of() -> None:
+    membership = Membership(dead_after=3.0, clock=_Clock())
+    service = ControlService(membership, replication_factor=1, heartbeat_interval=0.5)
+    store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
+    request = _held_request("b", store)
+    request.primaries.append(control_pb2.PrimaryReport(store=store, version=6))
+    reply = service.Heartbeat(request, _NoContext())
+    assert [s.store_id for s in reply.retired_replicas] == [STORE]
+
+
+def test_a_primarys_node_refuses_shipments_of_its_own_partition_and_never_serves_them(tmp_path: Path) -> None:
+    """A former primary still shipping (not demoted yet) to the node that took the partition over: the new
+    primary's node must not rebuild a replica from that stream (it may carry the abandoned history)."""
+    cluster = _cluster(tmp_path, q=1)
+    old = Primary(tmp_path / "old", STORE, cluster.addresses["node-a"])
+    try:
+        new_ref = common_pb2.StoreRef(store_id=STORE, checkpoint_dir=old.ref.checkpoint_dir)
+        data = [old.commit(i) for i in range(3)]
+        with grpc.insecure_channel(cluster.addresses["node-b"]) as channel:
+            stub = replication_pb2_grpc.PrimaryStub(channel)
+            stub.Ship(replication_pb2.ShipCommand(increment=common_pb2.IncrementBlob(store=new_ref, data=data[0])))
+            acks = list(
+                replication_pb2_grpc.ReplicationStub(channel).Ship(
+                    iter(
+                        [
+                            replication_pb2.ShipRequest(
+                                increment=common_pb2.IncrementBlob(
+                                    store=new_ref, version=v, base_version=v - 1, data=data[v - 1]
+                                )
+                            )
+                            for v in (1, 2)
+                        ]
+                    ),
+                    timeout=10,
+                )
+            )
+        assert [a.status for a in acks] == [replication_pb2.ACK_FAILED] * 2
+        assert "is the primary of" in acks[0].detail
+        assert not list((cluster.data_dir("node-b") / "replicas").iterdir())
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        old.close()
+        cluster.close()
+
+
+def test_a_demotion_that_crossed_a_newer_commit_is_ignored_and_late_old_commits_are(tmp_path: Path) -> None:
+    primary = Primary(tmp_path, STORE, "unused:0")
+    try:
+        data = [primary.commit(i) for i in range(4)]
+        shipper = Shipper(
+            NodeSettings(listen="127.0.0.1:0", data_dir=tmp_path / "node"), IncrementLog(1 << 20), lambda: None
+        )
+        ref = primary.ref
+        shipper.ship(ref, data[0])
+        shipper.ship(ref, data[1])
+        assert shipper.demote([common_pb2.VersionHeld(store=ref, version=1)]) == 0  # it committed 2 since
+        assert shipper.is_primary(ref)
+        assert shipper.demote([common_pb2.VersionHeld(store=ref, version=2)]) == 1
+        assert not shipper.is_primary(ref) and shipper.reports() == []
+        late = shipper.ship(ref, data[1])  # version 2 handed over late by the local channel
+        assert "not the primary" in late.detail and not shipper.is_primary(ref)
+        shipper.ship(ref, data[2])  # a new commit here: primary again
+        assert shipper.is_primary(ref) and [r.version for r in shipper.reports()] == [3]
+        assert shipper.release(ref) is True and shipper.release(ref) is False
+        shipper.close()
+    finally:
+        primary.close()

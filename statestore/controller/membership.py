@@ -5,10 +5,12 @@ Partitions are keyed by `statestore.partition_key` (store id and checkpoint loca
 claimed by two nodes at once: Spark ran its task on another executor (a query restart, a lost executor)
 and the old node still reports the last version it shipped. The primary is the claimant that committed
 most recently, by each node's own report of how long ago that was (no synchronized clocks needed); a tie
-goes to the higher version. The other claimants are told to demote. A partition nobody claims any more
-keeps its last known record for `forget_after` seconds, so that a primary's node restarting does not make
-it vanish from placement; after that (its query stopped, or every node holding it is gone) it is forgotten,
-and nodes holding replicas of it are told to drop them.
+goes to the higher version. The other claimants are told to demote. Claims of dead nodes do not count. A
+partition no live node claims keeps its last known record for `forget_after` seconds, so that a primary's
+node restarting does not make it vanish from placement; after that (its query stopped, or its primary's
+node is gone) it is forgotten, and nodes holding replicas of it are told to drop them. Only partitions
+this controller saw and forgot count as forgotten: a replica of a partition it never saw (it restarted)
+is kept until that partition shows up or is forgotten in turn.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class Membership:
         self._clock = clock
         self._nodes: dict[str, NodeRecord] = {}
         self._last_known: dict[str, PartitionRecord] = {}
+        self._forgotten: dict[str, float] = {}  # partition key -> when it was forgotten
         self._lock = threading.Lock()
 
     def register(self, node: control_pb2.NodeRef) -> None:
@@ -107,15 +110,17 @@ class Membership:
         """The node whose claim of partition `key` stands, with that claim (call with the lock held)."""
         best: tuple[str, Claim] | None = None
         for node_id in sorted(self._nodes):
-            claim = self._nodes[node_id].primaries.get(key)
-            if claim is None:
+            record = self._nodes[node_id]
+            claim = record.primaries.get(key)
+            if claim is None or not self.is_alive(record):
                 continue
             if best is None or _fresher(claim, best[1]):
                 best = (node_id, claim)
         return best
 
-    def demoted(self, node_id: str) -> list[common_pb2.StoreRef]:
-        """The partitions `node_id` claims whose primary is another node that committed them more recently."""
+    def demoted(self, node_id: str) -> list[common_pb2.VersionHeld]:
+        """The partitions `node_id` claims whose primary is another node that committed them more recently,
+        with the version `node_id` claims."""
         with self._lock:
             record = self._nodes.get(node_id)
             if record is None:
@@ -124,7 +129,7 @@ class Membership:
             for key, claim in record.primaries.items():
                 winner = self._winner(key)
                 if winner is not None and winner[0] != node_id:
-                    stale.append(claim.report.store)
+                    stale.append(common_pb2.VersionHeld(store=claim.report.store, version=claim.report.version))
             return stale
 
     def is_alive(self, record: NodeRecord) -> bool:
@@ -150,15 +155,32 @@ class Membership:
         freshest claimant, else the last one known; by store id, then checkpoint location."""
         now = self._clock()
         with self._lock:
-            claimed = {k for r in self._nodes.values() for k in r.primaries}
+            claimed = {k for r in self._nodes.values() if self.is_alive(r) for k in r.primaries}
             for key in [k for k, p in self._last_known.items() if k not in claimed]:
                 if now - self._last_known[key].claimed_at > self.forget_after:
                     del self._last_known[key]
+                    self._forgotten[key] = now
+            for key in claimed:
+                self._forgotten.pop(key, None)
+            for key in [k for k, at in self._forgotten.items() if now - at > 10 * self.forget_after]:
+                del self._forgotten[key]  # its replicas were retired long ago: bound the memory
             records = dict(self._last_known)
             for key in claimed:
                 node_id, claim = self._winner(key)  # type: ignore[misc]  # a claimed key has a winner
                 records[key] = PartitionRecord(claim.report.store, node_id, claim.report, now)
         return sorted(records.values(), key=lambda p: (p.store.store_id, p.store.checkpoint_dir))
+
+    def is_forgotten(self, key: str) -> bool:
+        """Whether partition `key` was forgotten (unclaimed for `forget_after`) and not claimed since."""
+        self.partitions()  # forgets what is due
+        with self._lock:
+            return key in self._forgotten
+
+    def claims(self, node_id: str, key: str) -> bool:
+        """Whether `node_id` (alive) reports itself primary of partition `key`."""
+        with self._lock:
+            record = self._nodes.get(node_id)
+            return record is not None and self.is_alive(record) and key in record.primaries
 
     def replicas_of(self, node_id: str) -> dict[str, common_pb2.StoreRef]:
         """Partition key -> store of every replica `node_id` reported holding."""
@@ -169,7 +191,7 @@ class Membership:
     def state_bytes(self, key: str) -> int:
         """The largest size on disk a node reported for its replica of partition `key` (0 if none did)."""
         with self._lock:
-            return max((r.replica_sizes.get(key, 0) for r in self._nodes.values()), default=0)
+            return max((r.replica_sizes.get(key, 0) for r in self._nodes.values() if self.is_alive(r)), default=0)
 
     def seconds_since(self, record: NodeRecord) -> float:
         """Seconds since the node's last heartbeat."""

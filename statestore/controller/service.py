@@ -6,7 +6,7 @@ import logging
 
 import grpc
 
-from statestore.controller.membership import Membership
+from statestore.controller.membership import Membership, PartitionRecord
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.status import build_status, replica_groups_of
 from statestore.node.logs import log_event
@@ -48,13 +48,14 @@ class ControlService(control_pb2_grpc.ControlServicer):
         self._membership.heartbeat(request)
         groups = replica_groups_of(self._membership, self.replica_groups, request.node.node_id)
         demoted = self._membership.demoted(request.node.node_id)
-        for store in demoted:
+        for held in demoted:
             log_event(
                 _log,
                 "primary_demoted",
                 node=request.node.node_id,
-                store=store.store_id,
-                checkpoint=store.checkpoint_dir,
+                store=held.store.store_id,
+                checkpoint=held.store.checkpoint_dir,
+                version=held.version,
             )
         retired = self._retired_replicas(request.node.node_id)
         for store in retired:
@@ -68,13 +69,31 @@ class ControlService(control_pb2_grpc.ControlServicer):
         return control_pb2.HeartbeatReply(groups=groups, demoted=demoted, retired_replicas=retired)
 
     def _retired_replicas(self, node_id: str) -> list[common_pb2.StoreRef]:
-        """The replicas `node_id` holds of partitions forgotten, or placed without a role for it."""
-        known = {p.key for p in self._membership.partitions()}
+        """The replicas `node_id` should delete (docs/node.md, membership): of a partition forgotten; of one
+        it is the primary of itself; of one whose live primary no longer ships to it and whose group in the
+        plan in force gives it no role. Kept otherwise: a partition this controller never saw (it restarted),
+        or one whose primary is dead (its replicas are what failover wants)."""
+        known = {p.key: p for p in self._membership.partitions()}
         retired = []
         for key, store in self._membership.replicas_of(node_id).items():
-            if key not in known or self.replica_groups.has_role(key, node_id) is False:
+            partition = known.get(key)
+            if partition is None:
+                retire = self._membership.is_forgotten(key)
+            else:
+                placed_elsewhere = self.replica_groups.has_role(key, node_id) is False
+                retire = self._membership.claims(node_id, key) or (
+                    placed_elsewhere and self._shipping_stopped(partition, node_id)
+                )
+            if retire:
                 retired.append(store)
         return retired
+
+    def _shipping_stopped(self, partition: PartitionRecord, node_id: str) -> bool:
+        """Whether the partition's primary is alive, claims it, and no longer lists `node_id` among the
+        replicas it ships to (so a retired replica is not recreated by shipments still on their way)."""
+        if not self._membership.claims(partition.primary, partition.key):
+            return False
+        return node_id not in {r.node_id for r in partition.report.replicas}
 
     def Status(self, request: control_pb2.StatusRequest, context: grpc.ServicerContext) -> control_pb2.StatusReply:
         """Nodes, partitions, replica groups, versions held and lag."""

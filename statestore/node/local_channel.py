@@ -17,10 +17,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from statestore.errors import StateStoreError
 from statestore.node.logs import log_event
+from statestore.partition_key import normalized_checkpoint_dir
 from statestore.rpc import common_pb2
 
 _log = logging.getLogger("statestore.node.local_channel")
@@ -212,13 +212,6 @@ def read_frame(conn: socket.socket) -> tuple[int, bytes] | None:
     return body[0], body[1:]
 
 
-def checkpoint_path(checkpoint_dir: str) -> str:
-    """A local path for a `file:` URI (as Hadoop names the provider's checkpoint location); others as given."""
-    if checkpoint_dir.startswith("file:"):
-        return unquote(urlparse(checkpoint_dir).path)
-    return checkpoint_dir
-
-
 def _header_mismatch(message: Committed) -> str:
     """Why the increment's header disagrees with the frame's store and version ("" when it agrees).
 
@@ -243,7 +236,7 @@ def _header_mismatch(message: Committed) -> str:
 # ----------------------------------------------------------------------------- the server
 
 ShipFunction = Callable[[common_pb2.StoreRef, "Committed"], "ShipResult"]
-ReleaseFunction = Callable[[common_pb2.StoreRef], int]
+ReleaseFunction = Callable[[common_pb2.StoreRef], bool]
 
 
 @dataclass(frozen=True)
@@ -346,7 +339,9 @@ class LocalChannelServer:
         mismatch = _header_mismatch(message)
         if mismatch:
             return Reply(STATUS_REFUSED, mismatch)
-        store = common_pb2.StoreRef(store_id=message.store_id, checkpoint_dir=checkpoint_path(message.checkpoint_dir))
+        store = common_pb2.StoreRef(
+            store_id=message.store_id, checkpoint_dir=normalized_checkpoint_dir(message.checkpoint_dir)
+        )
         try:
             result = self._ship(store, message)
         except StateStoreError as exc:
@@ -378,7 +373,9 @@ class LocalChannelServer:
             message = decode_released(fields)
         except FrameError as exc:
             return Reply(STATUS_REFUSED, f"bad RELEASED frame: {exc}")
-        store = common_pb2.StoreRef(store_id=message.store_id, checkpoint_dir=checkpoint_path(message.checkpoint_dir))
+        store = common_pb2.StoreRef(
+            store_id=message.store_id, checkpoint_dir=normalized_checkpoint_dir(message.checkpoint_dir)
+        )
         was_primary = self._release(store)
         return Reply(STATUS_ACCEPTED, "released" if was_primary else "was not primary here")
 

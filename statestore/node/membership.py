@@ -30,7 +30,7 @@ class Heartbeater:
         primaries: Callable[[], list[control_pb2.PrimaryReport]],
         replicas_held: Callable[[], list[common_pb2.VersionHeld]],
         on_groups: Callable[[list[control_pb2.ReplicaGroup]], None],
-        on_demoted: Callable[[list[common_pb2.StoreRef]], None] = lambda _stores: None,
+        on_demoted: Callable[[list[common_pb2.VersionHeld]], None] = lambda _claims: None,
         on_retired: Callable[[list[common_pb2.StoreRef]], None] = lambda _stores: None,
     ) -> None:
         self._settings = settings
@@ -87,11 +87,12 @@ class Heartbeater:
             if self._failures:
                 log_event(_log, "controller_reachable", controller=self._settings.controller, after=self._failures)
             self._failures = 0
-        if reply.demoted:
-            self._on_demoted(list(reply.demoted))
-        if reply.retired_replicas:
-            self._on_retired(list(reply.retired_replicas))
-        self._on_groups(list(reply.groups))
+            # Under the lock: replies are handled in the order their requests were built.
+            if reply.demoted:
+                self._on_demoted(list(reply.demoted))
+            if reply.retired_replicas:
+                self._on_retired(list(reply.retired_replicas))
+            self._on_groups(list(reply.groups))
         return True
 
     def _run(self) -> None:

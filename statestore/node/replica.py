@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -237,6 +238,8 @@ class Replica:
                 increments = read_from_checkpoint_location(self.ref, self.version + 1, target)
             with contextlib.closing(increments):
                 for increment, checksum in increments:
+                    if self._retired:
+                        break  # dropped meanwhile: nobody wants this catch-up any more
                     self._apply(increment, checksum)
                     self._drain_buffer()
                     if self.version >= target:
@@ -322,7 +325,9 @@ class Replica:
             with grpc.insecure_channel(primary_address, options=GRPC_MESSAGE_OPTIONS) as channel:
                 stub = replication_pb2_grpc.ReplicationStub(channel)
                 chunks = stub.Bootstrap(request, timeout=self._settings.peer_timeout * 30)
-                manifest = receive_snapshot(chunks, staging, f"snapshot of {self.store_id} from {primary_address}")
+                manifest = receive_snapshot(
+                    self._unless_retired(chunks), staging, f"snapshot of {self.store_id} from {primary_address}"
+                )
             if manifest.store_id != self.store_id:
                 raise CorruptFileError(primary_address, f"snapshot of store {manifest.store_id!r}")
             candidate = VersionedStore.open(staging, self.store_id, self._settings.store_options())
@@ -377,18 +382,42 @@ class Replica:
         with self._lock:
             self._store.close()
 
-    def retire(self) -> None:
-        """Close the store for good: increments still arriving for it are refused (a new replica takes them)."""
-        with self._lock:
-            self._retired = True
-            self._store.close()
+    def mark_retired(self) -> None:
+        """Flag the replica dropped, without waiting for its lock: a catch-up or bootstrap under way stops at
+        its next step, and increments still arriving are refused."""
+        self._retired = True
+
+    @property
+    def retired(self) -> bool:
+        """Whether the replica was dropped."""
+        return self._retired
+
+    def _unless_retired(
+        self, chunks: Iterator[replication_pb2.SnapshotChunk]
+    ) -> Iterator[replication_pb2.SnapshotChunk]:
+        for chunk in chunks:
+            if self._retired:
+                chunks.cancel()  # type: ignore[attr-defined]  # a gRPC response stream
+                raise StateStoreError(f"the replica of {self.store_id} was dropped during its bootstrap")
+            yield chunk
 
 
 def replica_directory_name(ref: common_pb2.StoreRef) -> str:
-    """The directory of a replica under `<data dir>/replicas/`: the url-quoted store id, then a digest of the
-    checkpoint location (two queries share store ids; docs/node.md)."""
+    """A new directory for a replica under `<data dir>/replicas/`: the url-quoted store id, a digest of the
+    checkpoint location (two queries share store ids), and a random suffix (a replica being deleted may
+    still occupy the previous one); docs/node.md. `store.json` inside names the partition."""
     digest = hashlib.sha256(ref.checkpoint_dir.encode("utf-8")).hexdigest()[:16]
-    return f"{quote(ref.store_id, safe='')}-{digest}"
+    return f"{quote(ref.store_id, safe='')}-{digest}-{uuid.uuid4().hex[:8]}"
+
+
+def _delete_replica(replica: Replica) -> None:
+    """Close a dropped replica once no receive or catch-up holds it, then delete its directory."""
+    with replica.locked():
+        with contextlib.suppress(StateStoreError):
+            replica.close()
+        # store.json first: a crash midway must not leave a half-deleted replica that reopens.
+        (replica.directory / _REF_FILE).unlink(missing_ok=True)
+        shutil.rmtree(replica.directory, ignore_errors=True)
 
 
 def _write_ref(directory: Path, ref: common_pb2.StoreRef) -> None:
@@ -443,18 +472,26 @@ class ReplicaSet:
     def drop(self, ref: common_pb2.StoreRef, reason: str) -> bool:
         """Delete the replica of `ref` if held; returns whether one was. Called when this node became the
         partition's primary (the primary's own store supersedes the replica, which may hold a history the
-        primary abandoned) and when the controller retires it (docs/node.md)."""
+        primary abandoned) and when the controller retires it (docs/node.md).
+
+        Returns at once (callers are the heartbeat and shipping threads): the replica is flagged so that
+        work under way on it stops, and a background thread closes and deletes it once its lock is free. A
+        new replica of the partition gets a directory of its own meanwhile.
+        """
         with self._lock:
             replica = self._replicas.pop(partition_key(ref), None)
-        if replica is None:
-            return False
-        with replica.locked():
-            version = replica.version
-            replica.retire()
-            shutil.rmtree(replica.directory, ignore_errors=True)
+            if replica is None:
+                return False
+            replica.mark_retired()
         log_event(
-            _log, "replica_dropped", store=ref.store_id, checkpoint=ref.checkpoint_dir, version=version, reason=reason
+            _log,
+            "replica_dropped",
+            store=ref.store_id,
+            checkpoint=ref.checkpoint_dir,
+            version=replica.version,
+            reason=reason,
         )
+        threading.Thread(target=_delete_replica, args=(replica,), name="replica-delete", daemon=True).start()
         return True
 
     def held(self) -> list[common_pb2.VersionHeld]:

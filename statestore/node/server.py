@@ -127,7 +127,8 @@ class StateNode:
         )
         self.replicas.open_existing()
         replication_pb2_grpc.add_ReplicationServicer_to_server(
-            ReplicationService(self.settings, self.replicas, self.increment_log, scratch), server
+            ReplicationService(self.settings, self.replicas, self.increment_log, scratch, self.shipper.is_primary),
+            server,
         )
         replication_pb2_grpc.add_PrimaryServicer_to_server(PrimaryService(self.shipper), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
@@ -152,10 +153,10 @@ class StateNode:
         )
         self.heartbeater.start()
 
-    def _release(self, store: common_pb2.StoreRef) -> int:
+    def _release(self, store: common_pb2.StoreRef) -> bool:
         """The local channel's RELEASED: the same path as `Primary.Release`."""
         assert self.shipper is not None
-        return self.shipper.demote([store], why="released by the local primary")
+        return self.shipper.release(store)
 
     def _retire_replicas(self, stores: list[common_pb2.StoreRef]) -> None:
         for store in stores:

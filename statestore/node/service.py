@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -19,7 +19,7 @@ from statestore.node.logs import log_event
 from statestore.node.replica import ReplicaSet
 from statestore.node.settings import NodeSettings
 from statestore.node.shipper import Shipper
-from statestore.partition_key import partition_key
+from statestore.partition_key import normalized, partition_key
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
 from statestore.snapshot import read_manifest, write_snapshot
 
@@ -29,11 +29,19 @@ _log = logging.getLogger("statestore.node.service")
 class ReplicationService(replication_pb2_grpc.ReplicationServicer):
     """What a node serves its peers: a replica's end of Ship, and Pull and Bootstrap for catching up."""
 
-    def __init__(self, settings: NodeSettings, replicas: ReplicaSet, log: IncrementLog, scratch: Path) -> None:
+    def __init__(
+        self,
+        settings: NodeSettings,
+        replicas: ReplicaSet,
+        log: IncrementLog,
+        scratch: Path,
+        is_primary: Callable[[common_pb2.StoreRef], bool],
+    ) -> None:
         self._settings = settings
         self._replicas = replicas
         self._log = log
         self._scratch = scratch
+        self._is_primary = is_primary
 
     def Ship(
         self, request_iterator: Iterator[replication_pb2.ShipRequest], context: grpc.ServicerContext
@@ -41,6 +49,17 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         """Receive increments and ack, for each, the version held of its partition."""
         for request in request_iterator:
             blob = request.increment
+            if self._is_primary(blob.store):
+                # A late shipment of a former primary (demoted, or not told yet): this node's own store is the
+                # partition now, and a replica built from that stream could hold the history it abandoned.
+                yield replication_pb2.ShipAck(
+                    held=common_pb2.VersionHeld(store=blob.store, version=0),
+                    version=blob.version,
+                    status=replication_pb2.ACK_FAILED,
+                    replica_node=self._settings.identity,
+                    detail=f"{self._settings.identity} is the primary of {blob.store.store_id} now",
+                )
+                continue
             replica = self._replicas.get_or_create(blob.store)
             receipt = replica.receive(blob, request.primary_address)
             yield replication_pb2.ShipAck(
@@ -69,16 +88,19 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
     def Bootstrap(
         self, request: replication_pb2.BootstrapRequest, context: grpc.ServicerContext
     ) -> Iterator[replication_pb2.SnapshotChunk]:
-        """A snapshot of the partition: of this node's replica if held, else the checkpoint location's newest."""
+        """A snapshot of the partition: of this node's replica if held (never of one of a partition this node is
+        primary of: it may hold an abandoned history), else the checkpoint location's newest."""
         store = request.store
         rate = request.bytes_per_second or self._settings.bootstrap_bytes_per_second
         chunk = request.chunk_bytes or self._settings.bootstrap_chunk_bytes
-        replica = self._replicas.get(store)
+        replica = None if self._is_primary(store) else self._replicas.get(store)
         if replica is not None and replica.version > 0:
             staging = Path(tempfile.mkdtemp(prefix=".serve-", dir=self._scratch))
             try:
                 snapshot_dir = staging / "snapshot"
                 with replica.locked():
+                    if replica.retired:
+                        context.abort(grpc.StatusCode.NOT_FOUND, f"the replica of {store.store_id} was dropped")
                     manifest = write_snapshot(replica.store, snapshot_dir)
                 log_event(
                     _log,
@@ -127,7 +149,7 @@ class PrimaryService(replication_pb2_grpc.PrimaryServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "increment.store.store_id is required")
         try:
             outcome = self._shipper.ship(
-                blob.store,
+                normalized(blob.store),
                 blob.data,
                 request.sync,
                 request.sync_timeout_seconds,
@@ -146,5 +168,4 @@ class PrimaryService(replication_pb2_grpc.PrimaryServicer):
         """The local primary unloaded the partition: stop being its primary."""
         if not request.store_id:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "store_id is required")
-        released = self._shipper.demote([request], why="released by the local primary")
-        return replication_pb2.ReleaseResult(was_primary=released > 0)
+        return replication_pb2.ReleaseResult(was_primary=self._shipper.release(normalized(request)))

@@ -39,6 +39,9 @@ _log = logging.getLogger("statestore.node.shipper")
 # Most increment files a lag computation stats in the checkpoint location (beyond it, lag bytes are a lower
 # bound).
 _LAG_STAT_LIMIT = 1024
+# Times a shipment answered ACK_FAILED is sent again (a heartbeat interval apart) before the replica is left
+# to pull it.
+_FAILED_RETRIES = 20
 # Acks that confirm a replica handled a shipment flagged `rewrites_history`.
 _HANDLED = (replication_pb2.ACK_APPLIED, replication_pb2.ACK_DUPLICATE, replication_pb2.ACK_BUFFERED)
 
@@ -73,6 +76,10 @@ class ReplicaLink:
         self._cond = cond  # shared with the Shipper: guards every field below and signals acks
         self._pending: deque[_Shipment] = deque()
         self._unacked: OrderedDict[tuple[str, int], _Shipment] = OrderedDict()  # (partition key, version)
+        # Shipments the replica answered ACK_FAILED (e.g. it is the partition's primary until its demotion
+        # reaches it): sent again when due, at most _FAILED_RETRIES times; then the replica pulls them.
+        self._retry: list[tuple[float, int, _Shipment]] = []  # (due, attempt, shipment)
+        self._attempts: dict[tuple[str, int], int] = {}  # failed attempts of the shipments re-sent
         self._acked: dict[str, int] = {}  # partition key -> version acked
         self._in_flight_bytes = 0
         self._rewrites: dict[str, int] = {}  # partition key -> version rewritten, until a replica handled it
@@ -98,11 +105,23 @@ class ReplicaLink:
         self._in_flight_bytes += len(shipment.data)
         self._cond.notify_all()
 
+    def forget(self, key: str) -> None:
+        """Forget everything about partition `key` (this node stopped being its primary): its backlog, its
+        acked version and rewrite flag, and the acks still due for it."""
+        self.drop_backlog(key)
+        self._acked.pop(key, None)
+        self._rewrites.pop(key, None)
+        for sent in self._sent:
+            if sent.key == key:
+                sent.stale = True
+        self._cond.notify_all()
+
     def drop_backlog(self, key: str | None = None) -> int:
         """Forget queued and unacked increments (of partition `key`, or all); returns how many."""
         keep = [s for s in self._pending if key is not None and s.key != key]
         dropped = len(self._pending) - len(keep)
         self._pending = deque(keep)
+        self._retry = [r for r in self._retry if key is not None and r[2].key != key]
         for entry in [k for k in self._unacked if key is None or k[0] == key]:
             del self._unacked[entry]
             dropped += 1
@@ -113,6 +132,7 @@ class ReplicaLink:
         """History of partition `key` was rewritten from `version` on: forget the abandoned shipments and
         flag the partition's next shipments until the replica handled one."""
         self._pending = deque(s for s in self._pending if s.key != key or s.version < version)
+        self._retry = [r for r in self._retry if r[2].key != key or r[2].version < version]
         for entry in [k for k in self._unacked if k[0] == key and k[1] >= version]:
             del self._unacked[entry]
         self._recount()
@@ -125,8 +145,10 @@ class ReplicaLink:
         self._cond.notify_all()
 
     def _recount(self) -> None:
-        self._in_flight_bytes = sum(len(s.data) for s in self._pending) + sum(
-            len(s.data) for s in self._unacked.values()
+        self._in_flight_bytes = (
+            sum(len(s.data) for s in self._pending)
+            + sum(len(s.data) for s in self._unacked.values())
+            + sum(len(r[2].data) for r in self._retry)
         )
 
     # ----------------------------------------------------------------- the stream
@@ -146,8 +168,10 @@ class ReplicaLink:
     def _requests(self, generation: int) -> Iterator[replication_pb2.ShipRequest]:
         while True:
             with self._cond:
+                self._requeue_due_retries()
                 while not self._pending and generation == self._generation:
                     self._cond.wait(0.5)
+                    self._requeue_due_retries()
                 if generation != self._generation:
                     return
                 shipment = self._pending.popleft()
@@ -165,16 +189,34 @@ class ReplicaLink:
                 primary_address=self._settings.address,
             )
 
+    def _requeue_due_retries(self) -> None:
+        """Move the failed shipments that are due back to the front of the queue (lock held)."""
+        now = time.monotonic()
+        due = sorted((r for r in self._retry if r[0] <= now), key=lambda r: r[2].version)
+        if due:
+            self._retry = [r for r in self._retry if r[0] > now]
+            for _, attempt, shipment in reversed(due):
+                self._pending.appendleft(shipment)
+                self._attempts[(shipment.key, shipment.version)] = attempt
+
     def _on_ack(self, ack: replication_pb2.ShipAck) -> None:
         store_id = ack.held.store.store_id
         key = partition_key(ack.held.store)
         with self._cond:
             held = ack.held.version
             sent = self._sent.popleft() if self._sent else None
+            failed = self._unacked.pop((key, ack.version), None) if ack.status == replication_pb2.ACK_FAILED else None
+            if failed is not None:
+                attempt = self._attempts.pop((key, ack.version), 0) + 1
+                if attempt <= _FAILED_RETRIES:
+                    self._retry.append((time.monotonic() + self._settings.heartbeat_interval, attempt, failed))
+                else:
+                    self._in_flight_bytes -= len(failed.data)
             if sent is None or not sent.stale:
                 self._acked[key] = held  # a replica restarted empty may go back: trust its latest word
                 for entry in [k for k in self._unacked if k[0] == key and k[1] <= held]:
                     self._in_flight_bytes -= len(self._unacked.pop(entry).data)
+                    self._attempts.pop(entry, None)
                 if sent is not None and sent.flagged and ack.status in _HANDLED:
                     self._rewrites.pop(key, None)
             self._cond.notify_all()
@@ -277,6 +319,7 @@ class Shipper:
         self._cond = threading.Condition()
         self._partitions: dict[str, _PrimaryPartition] = {}
         self._links: dict[str, ReplicaLink] = {}
+        self._demoted: dict[str, int] = {}  # partition key -> version the controller demoted this node at
 
     def ship(
         self,
@@ -298,6 +341,21 @@ class Shipper:
         version = increment.version
         key = partition_key(store)
         with self._cond:
+            demoted_at = self._demoted.get(key)
+            if demoted_at is not None and version <= demoted_at and not rewrites_history:
+                log_event(
+                    _log,
+                    "stale_commit_ignored",
+                    logging.WARNING,
+                    store=store.store_id,
+                    version=version,
+                    demoted_at=demoted_at,
+                    note="another node is the primary; this commit was handed over late",
+                )
+                return ShipOutcome(
+                    version, {}, False, f"not the primary of {store.store_id} since version {demoted_at}"
+                )
+            self._demoted.pop(key, None)
             partition = self._partitions.get(key)
             became_primary = partition is None
             if partition is None:
@@ -413,33 +471,53 @@ class Shipper:
                 partition.group_known = True
             self._retire_unwanted_links()
 
-    def demote(self, stores: list[common_pb2.StoreRef], why: str = "another node committed it more recently") -> int:
-        """Stop being primary of `stores`: another node committed them since (Spark moved their tasks), or
-        the local primary released them. Returns how many this node was primary of.
-
-        Their queued increments are dropped and they are no longer reported; the increment log keeps their
-        recent increments for replicas that still pull. A later commit here makes this node primary again.
+    def demote(self, claims: list[common_pb2.VersionHeld]) -> int:
+        """The controller's demotions: stop being primary of each partition another node committed more
+        recently, unless this node committed a later version than the one the controller judged (the reply
+        crossed a commit). Later commits of that version or older are then ignored unless they rewrite
+        history (a late hand-over from the local channel must not win the partition back). Returns how many.
         """
         demoted = 0
         with self._cond:
-            for store in stores:
-                key = partition_key(store)
-                partition = self._partitions.pop(key, None)
-                if partition is None:
+            for claim in claims:
+                key = partition_key(claim.store)
+                partition = self._partitions.get(key)
+                if partition is None or partition.version > claim.version:
                     continue
-                demoted += 1
-                for link in self._links.values():
-                    link.drop_backlog(key)
-                log_event(
-                    _log,
-                    "demoted",
-                    store=store.store_id,
-                    checkpoint=store.checkpoint_dir,
-                    version=partition.version,
-                    why=why,
-                )
+                self._demoted[key] = claim.version
+                demoted += self._stop_primary(key, "another node committed it more recently")
             self._retire_unwanted_links()
         return demoted
+
+    def release(self, store: common_pb2.StoreRef) -> bool:
+        """The local primary unloaded the partition: stop being its primary. Returns whether this node was."""
+        with self._cond:
+            released = self._stop_primary(partition_key(store), "released by the local primary")
+            self._retire_unwanted_links()
+        return bool(released)
+
+    def is_primary(self, store: common_pb2.StoreRef) -> bool:
+        """Whether this node is the primary of the partition `store` names."""
+        with self._cond:
+            return partition_key(store) in self._partitions
+
+    def _stop_primary(self, key: str, why: str) -> int:
+        """Forget primary partition `key` and what every link holds of it (call with the lock held); 1 if it
+        was one, else 0. The increment log keeps its recent increments for replicas that still pull."""
+        partition = self._partitions.pop(key, None)
+        if partition is None:
+            return 0
+        for link in self._links.values():
+            link.forget(key)
+        log_event(
+            _log,
+            "demoted",
+            store=partition.store.store_id,
+            checkpoint=partition.store.checkpoint_dir,
+            version=partition.version,
+            why=why,
+        )
+        return 1
 
     def _retire_unwanted_links(self) -> None:
         """Retire the links to nodes in no replica group any more (dead, or moved by placement): not retried

@@ -81,9 +81,9 @@ class HeartbeatReply(_message.Message):
     DEMOTED_FIELD_NUMBER: _ClassVar[int]
     RETIRED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[ReplicaGroup]
-    demoted: _containers.RepeatedCompositeFieldContainer[_common_pb2.StoreRef]
+    demoted: _containers.RepeatedCompositeFieldContainer[_common_pb2.VersionHeld]
     retired_replicas: _containers.RepeatedCompositeFieldContainer[_common_pb2.StoreRef]
-    def __init__(self, groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ..., demoted: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ..., retired_replicas: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ...) -> None: ...
+    def __init__(self, groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ..., demoted: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., retired_replicas: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()
