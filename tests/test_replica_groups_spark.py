@@ -2,7 +2,7 @@
 starting its state node as a sidecar on its first commit), the controller in the driver. Replicas follow
 the primaries within one version and end with the primary's exact content; kill -9 of a node (a replica
 holder, restarted with its directory or with an empty one; a primary's node) loses nothing and the query
-goes on."""
+goes on. Each sidecar keeps its data in its executor JVM's own directory, and a dead JVM's is deleted."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from test_replica_groups_spark_harness import (
     node_dir,
     node_log_events,
     primaries,
+    process_argv,
     replica_cluster,
     replicas_by_partition,
     run_statestore_status,
@@ -42,8 +43,16 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("rg")
 
 
+def _stale_node_dir(root: Path) -> Path:
+    """A sidecar data dir an executor JVM of an earlier run left behind (that pid can never be alive again)."""
+    return root / "local" / f"{2**22 + 7}-00000000-0000-0000-0000-000000000000" / "node-0"
+
+
 @pytest.fixture(scope="module")
 def spark(root: Path) -> Iterator[Any]:
+    stale = _stale_node_dir(root) / "replicas" / "0%2F0%2Fdefault" / "db"
+    stale.mkdir(parents=True)
+    (stale / "CURRENT").write_text("MANIFEST-000001\n")
     with replica_cluster(root, Q, "statestore-replica-groups-q1") as session:
         yield session
 
@@ -65,6 +74,24 @@ def job(spark: Any, root: Path) -> Iterator[StreamingAggregation]:
         yield job
     finally:
         job.stop()
+
+
+def test_each_sidecar_keeps_its_data_in_its_executor_jvms_directory(job: StreamingAggregation, root: Path) -> None:
+    """`<localDir>/<jvm pid>-<uuid>/node-<executor id>`: one directory per executor JVM, so no sidecar reopens
+    what another JVM's left; the node dir of a JVM that is gone was deleted when the executors started."""
+    assert not _stale_node_dir(root).parent.exists()
+    jvm_dirs = set()
+    for node_id, pid in sidecar_pids(root).items():
+        argv = process_argv(pid)
+        assert argv is not None
+        data_dir = Path(argv[argv.index("--data-dir") + 1])
+        jvm_pid = int(argv[argv.index("--parent-pid") + 1])
+        assert data_dir == node_dir(root, node_id) and (data_dir / "node.log").exists()
+        assert data_dir.parent.name.startswith(f"{jvm_pid}-"), (data_dir, jvm_pid)
+        ppid = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("PPid:"))
+        assert int(ppid.split()[1]) == jvm_pid, "the sidecar is not a child of the JVM whose directory it uses"
+        jvm_dirs.add(data_dir.parent)
+    assert len(jvm_dirs) == EXECUTORS
 
 
 def test_replicas_hold_the_last_version_and_the_primarys_content(job: StreamingAggregation, root: Path) -> None:

@@ -232,29 +232,45 @@ class LagSampler:
 
 
 def node_dir(root: Path, node_id: str) -> Path:
-    """Data dir of the sidecar of executor `node_id` (docs/formats.md section 6)."""
-    return root / "local" / f"node-{node_id}"
+    """Data dir of the sidecar of executor `node_id`: `root/local/<pid>-<uuid>/node-<id>`, inside the directory of
+    the executor JVM that started it (docs/formats.md section 6). It stays when the sidecar is killed (a restarted
+    sidecar reopens it), and goes once its JVM is gone and another JVM starts on the same local dir. Found by
+    globbing, so it does not depend on a running process; when several JVMs left one (not expected within an
+    application: executor ids are not reused), the most recently modified; when none, a path that does not exist
+    under `root/local`."""
+    found = []
+    for path in (root / "local").glob(f"*-*/node-{node_id}"):
+        with contextlib.suppress(OSError):
+            found.append((path.stat().st_mtime, str(path), path))
+    return max(found)[2] if found else root / "local" / "no-jvm-dir" / f"node-{node_id}"
 
 
 def sidecar_pids(root: Path) -> dict[str, int]:
-    """Node id -> pid of each running sidecar whose data dir is under `root`, found in /proc."""
+    """Node id -> pid of each running sidecar whose data dir is under `root` (`root/local/<jvm dir>/node-<id>`),
+    found in /proc by its `--data-dir` (its socket may be elsewhere: a long path falls back to java.io.tmpdir)."""
     found = {}
-    prefix = str(root / "local") + "/node-"
+    local = root / "local"
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+        args = process_argv(int(entry.name))
+        if args is None or "--local-socket" not in args or "--data-dir" not in args:
             continue
-        args = [a.decode(errors="replace") for a in argv]
-        if state == "Z" or "--local-socket" not in args:
-            continue
-        socket_path = args[args.index("--local-socket") + 1]
-        if socket_path.startswith(prefix):
-            found[Path(socket_path).parent.name.removeprefix("node-")] = int(entry.name)
+        data_dir = Path(args[args.index("--data-dir") + 1])
+        if data_dir.parent.parent == local and data_dir.name.startswith("node-"):
+            found[data_dir.name.removeprefix("node-")] = int(entry.name)
     return found
+
+
+def process_argv(pid: int) -> list[str] | None:
+    """The command line of process `pid`, or None when it is gone or a zombie."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if _zombie(pid):
+            return None
+    except OSError:
+        return None
+    return [a.decode(errors="replace") for a in argv]
 
 
 def kill9(pid: int) -> None:
