@@ -16,19 +16,21 @@ from typing import Any
 import pytest
 from test_replica_groups_spark_harness import (
     EXECUTORS,
-    SHUFFLE_PARTITIONS,
-    LagSampler,
     StreamingAggregation,
     assert_replicas_identical,
     controller_address,
+    feed_checking_lag,
+    feed_until_sidecar_restarted,
     kill9,
     node_dir,
     node_log_events,
     primaries,
     process_argv,
     replica_cluster,
+    replica_holder,
     replicas_by_partition,
     run_statestore_status,
+    running_job,
     sidecar_pids,
     status,
     wait_converged,
@@ -62,18 +64,8 @@ def job(spark: Any, root: Path) -> Iterator[StreamingAggregation]:
     """The module's streaming aggregation, running, warmed up: every executor ran tasks, so all three
     sidecars are up and every partition has its replica group. One query for all the tests: the nodes key
     replicas by store id, which two queries of one application share (see docs/node.md)."""
-    job = StreamingAggregation(spark, root / "job")
-    job.feed(2)
-    job.start()
-    try:
-        job.wait_processed(120)
-        wait_until(lambda: len(sidecar_pids(root)) == EXECUTORS, 60, "a sidecar per executor")
-        address = controller_address(spark)
-        wait_until(lambda: sum(n.alive for n in status(address).nodes) == EXECUTORS, 30, "every node alive")
-        wait_converged(address, job, Q, 30)
+    with running_job(spark, root, Q) as job:
         yield job
-    finally:
-        job.stop()
 
 
 def test_each_sidecar_keeps_its_data_in_its_executor_jvms_directory(job: StreamingAggregation, root: Path) -> None:
@@ -96,17 +88,8 @@ def test_each_sidecar_keeps_its_data_in_its_executor_jvms_directory(job: Streami
 
 def test_replicas_hold_the_last_version_and_the_primarys_content(job: StreamingAggregation, root: Path) -> None:
     address = controller_address(job.spark)
-    with LagSampler(address) as sampler:
-        for _ in range(6):
-            job.feed()
-            job.wait_processed()
-            # Right after a batch: every replica holds the primary's last version or the one before.
-            last = job.last_versions()
-            groups = replicas_by_partition(status(address))
-            assert set(groups) == set(last) and len(last) == SHUFFLE_PARTITIONS
-            for store_id, held in groups.items():
-                assert len(held) == Q, f"{store_id} has replicas {held}"
-                assert all(last[store_id] - 1 <= v <= last[store_id] for v in held.values()), (store_id, held, last)
+    # Right after each batch: every replica holds the primary's last version or the one before.
+    sampler = feed_checking_lag(job, address, Q)
     assert sampler.samples > 15
     assert sampler.max_lag <= 1, f"lag above one version: {sampler.worst}"
     groups = wait_converged(address, job, Q, 15)
@@ -117,22 +100,10 @@ def test_replicas_hold_the_last_version_and_the_primarys_content(job: StreamingA
     assert "PARTITIONS" in table and "0/0/default" in table
 
 
-def _replica_holder(address: str) -> str:
-    """The node holding the most replicas among those that are primaries (so its executor commits, and its
-    provider restarts the sidecar)."""
-    reply = status(address)
-    counts = {node: 0 for node in primaries(reply).values()}
-    for held in replicas_by_partition(reply).values():
-        for node in held:
-            if node in counts:
-                counts[node] += 1
-    return max(sorted(counts), key=lambda n: counts[n])
-
-
 @pytest.mark.parametrize("directory", ["kept", "emptied"])
 def test_replica_node_killed_mid_stream_catches_up(job: StreamingAggregation, root: Path, directory: str) -> None:
     address = controller_address(job.spark)
-    victim = _replica_holder(address)
+    victim = replica_holder(address)
     old_pid = sidecar_pids(root)[victim]
     job.feed(8)
     wait_until(lambda: job.processed() >= job.fed - 6, 60, "the stream under way")
@@ -144,15 +115,7 @@ def test_replica_node_killed_mid_stream_catches_up(job: StreamingAggregation, ro
     assert job.processed() < job.fed, "the kill came after the stream: not mid-stream"
     job.wait_processed()
     # The provider of that executor restarts its sidecar on a later commit; feed until it did.
-    for _ in range(20):
-        if sidecar_pids(root).get(victim, old_pid) != old_pid:
-            break
-        job.feed()
-        job.wait_processed()
-    new_pid = wait_until(lambda: sidecar_pids(root).get(victim) not in (None, old_pid), 30, "the sidecar restarted")
-    assert new_pid
-    job.feed(2)
-    job.wait_processed()
+    feed_until_sidecar_restarted(job, root, victim, old_pid)
     groups = wait_converged(address, job, Q, 60)
     # Placement re-places a node's roles once the controller declares it dead and, moving as little as it
     # can, does not hand them back when it rejoins: the restarted node may or may not still hold replicas.
@@ -181,14 +144,7 @@ def test_primary_node_killed_the_query_goes_on_and_the_node_catches_up(job: Stre
     assert killed_at < job.fed, "the kill came after the stream: not mid-stream"
     job.wait_processed()  # the query goes on: every batch completes
     assert job.processed() - killed_at >= 2
-    for _ in range(20):
-        if sidecar_pids(root).get(victim, old_pid) != old_pid:
-            break
-        job.feed()
-        job.wait_processed()
-    wait_until(lambda: sidecar_pids(root).get(victim) not in (None, old_pid), 30, "the sidecar restarted")
-    job.feed(2)
-    job.wait_processed()
+    feed_until_sidecar_restarted(job, root, victim, old_pid)
     groups = wait_converged(address, job, Q, 60)
     reply = status(address)
     assert all(n.alive for n in reply.nodes) and len(reply.nodes) == EXECUTORS
