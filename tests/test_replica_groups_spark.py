@@ -2,7 +2,7 @@
 starting its state node as a sidecar on its first commit), the controller in the driver. Replicas follow
 the primaries within one version and end with the primary's exact content; kill -9 of a node (a replica
 holder, restarted with its directory or with an empty one; a primary's node) loses nothing and the query
-goes on."""
+goes on. Each sidecar keeps its data in its executor JVM's own directory, and a dead JVM's is deleted."""
 
 from __future__ import annotations
 
@@ -17,17 +17,20 @@ import pytest
 from test_replica_groups_spark_harness import (
     EXECUTORS,
     SHUFFLE_PARTITIONS,
-    LagSampler,
     StreamingAggregation,
     assert_replicas_identical,
     controller_address,
+    feed_checking_lag,
+    feed_until_sidecar_restarted,
     kill9,
     node_dir,
     node_log_events,
     primaries,
+    process_argv,
     replica_cluster,
-    replicas_by_partition,
+    replica_holder,
     run_statestore_status,
+    running_job,
     sidecar_pids,
     status,
     wait_converged,
@@ -42,8 +45,16 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("rg")
 
 
+def _stale_node_dir(root: Path) -> Path:
+    """A sidecar data dir an executor JVM of an earlier run left behind (that pid can never be alive again)."""
+    return root / "local" / f"{2**22 + 7}-00000000-0000-0000-0000-000000000000" / "node-0"
+
+
 @pytest.fixture(scope="module")
 def spark(root: Path) -> Iterator[Any]:
+    stale = _stale_node_dir(root) / "replicas" / "0%2F0%2Fdefault" / "db"
+    stale.mkdir(parents=True)
+    (stale / "CURRENT").write_text("MANIFEST-000001\n")
     with replica_cluster(root, Q, "statestore-replica-groups-q1") as session:
         yield session
 
@@ -52,33 +63,32 @@ def spark(root: Path) -> Iterator[Any]:
 def job(spark: Any, root: Path) -> Iterator[StreamingAggregation]:
     """The module's streaming aggregation, running, warmed up: every executor ran tasks, so all three
     sidecars are up and every partition has its replica group."""
-    job = StreamingAggregation(spark, root / "job")
-    job.feed(2)
-    job.start()
-    try:
-        job.wait_processed(120)
-        wait_until(lambda: len(sidecar_pids(root)) == EXECUTORS, 60, "a sidecar per executor")
-        address = controller_address(spark)
-        wait_until(lambda: sum(n.alive for n in status(address).nodes) == EXECUTORS, 30, "every node alive")
-        wait_converged(address, job, Q, 30)
+    with running_job(spark, root, Q) as job:
         yield job
-    finally:
-        job.stop()
+
+
+def test_each_sidecar_keeps_its_data_in_its_executor_jvms_directory(job: StreamingAggregation, root: Path) -> None:
+    """`<localDir>/<jvm pid>-<uuid>/node-<executor id>`: one directory per executor JVM, so no sidecar reopens
+    what another JVM's left; the node dir of a JVM that is gone was deleted when the executors started."""
+    assert not _stale_node_dir(root).parent.exists()
+    jvm_dirs = set()
+    for node_id, pid in sidecar_pids(root).items():
+        argv = process_argv(pid)
+        assert argv is not None
+        data_dir = Path(argv[argv.index("--data-dir") + 1])
+        jvm_pid = int(argv[argv.index("--parent-pid") + 1])
+        assert data_dir == node_dir(root, node_id) and (data_dir / "node.log").exists()
+        assert data_dir.parent.name.startswith(f"{jvm_pid}-"), (data_dir, jvm_pid)
+        ppid = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("PPid:"))
+        assert int(ppid.split()[1]) == jvm_pid, "the sidecar is not a child of the JVM whose directory it uses"
+        jvm_dirs.add(data_dir.parent)
+    assert len(jvm_dirs) == EXECUTORS
 
 
 def test_replicas_hold_the_last_version_and_the_primarys_content(job: StreamingAggregation, root: Path) -> None:
     address = controller_address(job.spark)
-    with LagSampler(address) as sampler:
-        for _ in range(6):
-            job.feed()
-            job.wait_processed()
-            # Right after a batch: every replica holds the primary's last version or the one before.
-            last = job.last_versions()
-            groups = replicas_by_partition(status(address))
-            assert set(groups) == set(last) and len(last) == SHUFFLE_PARTITIONS
-            for store_id, held in groups.items():
-                assert len(held) == Q, f"{store_id} has replicas {held}"
-                assert all(last[store_id] - 1 <= v <= last[store_id] for v in held.values()), (store_id, held, last)
+    # Right after each batch: every replica holds the primary's last version or the one before.
+    sampler = feed_checking_lag(job, address, Q)
     assert sampler.samples > 15
     assert sampler.max_lag <= 1, f"lag above one version: {sampler.worst}"
     groups = wait_converged(address, job, Q, 15)
@@ -89,22 +99,10 @@ def test_replicas_hold_the_last_version_and_the_primarys_content(job: StreamingA
     assert "PARTITIONS" in table and "0/0/default" in table
 
 
-def _replica_holder(address: str) -> str:
-    """The node holding the most replicas among those that are primaries (so its executor commits, and its
-    provider restarts the sidecar)."""
-    reply = status(address)
-    counts = {node: 0 for node in primaries(reply).values()}
-    for held in replicas_by_partition(reply).values():
-        for node in held:
-            if node in counts:
-                counts[node] += 1
-    return max(sorted(counts), key=lambda n: counts[n])
-
-
 @pytest.mark.parametrize("directory", ["kept", "emptied"])
 def test_replica_node_killed_mid_stream_catches_up(job: StreamingAggregation, root: Path, directory: str) -> None:
     address = controller_address(job.spark)
-    victim = _replica_holder(address)
+    victim = replica_holder(address)
     old_pid = sidecar_pids(root)[victim]
     job.feed(8)
     wait_until(lambda: job.processed() >= job.fed - 6, 60, "the stream under way")
@@ -116,15 +114,7 @@ def test_replica_node_killed_mid_stream_catches_up(job: StreamingAggregation, ro
     assert job.processed() < job.fed, "the kill came after the stream: not mid-stream"
     job.wait_processed()
     # The provider of that executor restarts its sidecar on a later commit; feed until it did.
-    for _ in range(20):
-        if sidecar_pids(root).get(victim, old_pid) != old_pid:
-            break
-        job.feed()
-        job.wait_processed()
-    new_pid = wait_until(lambda: sidecar_pids(root).get(victim) not in (None, old_pid), 30, "the sidecar restarted")
-    assert new_pid
-    job.feed(2)
-    job.wait_processed()
+    feed_until_sidecar_restarted(job, root, victim, old_pid)
     groups = wait_converged(address, job, Q, 60)
     # Placement re-places a node's roles once the controller declares it dead and, moving as little as it
     # can, does not hand them back when it rejoins: the restarted node may or may not still hold replicas.
@@ -153,14 +143,7 @@ def test_primary_node_killed_the_query_goes_on_and_the_node_catches_up(job: Stre
     assert killed_at < job.fed, "the kill came after the stream: not mid-stream"
     job.wait_processed()  # the query goes on: every batch completes
     assert job.processed() - killed_at >= 2
-    for _ in range(20):
-        if sidecar_pids(root).get(victim, old_pid) != old_pid:
-            break
-        job.feed()
-        job.wait_processed()
-    wait_until(lambda: sidecar_pids(root).get(victim) not in (None, old_pid), 30, "the sidecar restarted")
-    job.feed(2)
-    job.wait_processed()
+    feed_until_sidecar_restarted(job, root, victim, old_pid)
     groups = wait_converged(address, job, Q, 60)
     reply = status(address)
     assert all(n.alive for n in reply.nodes) and len(reply.nodes) == EXECUTORS

@@ -243,29 +243,45 @@ class LagSampler:
 
 
 def node_dir(root: Path, node_id: str) -> Path:
-    """Data dir of the sidecar of executor `node_id` (docs/formats.md section 6)."""
-    return root / "local" / f"node-{node_id}"
+    """Data dir of the sidecar of executor `node_id`: `root/local/<pid>-<uuid>/node-<id>`, inside the directory of
+    the executor JVM that started it (docs/formats.md section 6). It stays when the sidecar is killed (a restarted
+    sidecar reopens it), and goes once its JVM is gone and another JVM starts on the same local dir. Found by
+    globbing, so it does not depend on a running process; when several JVMs left one (not expected within an
+    application: executor ids are not reused), the most recently modified; when none, a path that does not exist
+    under `root/local`."""
+    found = []
+    for path in (root / "local").glob(f"*-*/node-{node_id}"):
+        with contextlib.suppress(OSError):
+            found.append((path.stat().st_mtime, str(path), path))
+    return max(found)[2] if found else root / "local" / "no-jvm-dir" / f"node-{node_id}"
 
 
 def sidecar_pids(root: Path) -> dict[str, int]:
-    """Node id -> pid of each running sidecar whose data dir is under `root`, found in /proc."""
+    """Node id -> pid of each running sidecar whose data dir is under `root` (`root/local/<jvm dir>/node-<id>`),
+    found in /proc by its `--data-dir` (its socket may be elsewhere: a long path falls back to java.io.tmpdir)."""
     found = {}
-    prefix = str(root / "local") + "/node-"
+    local = root / "local"
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+        args = process_argv(int(entry.name))
+        if args is None or "--local-socket" not in args or "--data-dir" not in args:
             continue
-        args = [a.decode(errors="replace") for a in argv]
-        if state == "Z" or "--local-socket" not in args:
-            continue
-        socket_path = args[args.index("--local-socket") + 1]
-        if socket_path.startswith(prefix):
-            found[Path(socket_path).parent.name.removeprefix("node-")] = int(entry.name)
+        data_dir = Path(args[args.index("--data-dir") + 1])
+        if data_dir.parent.parent == local and data_dir.name.startswith("node-"):
+            found[data_dir.name.removeprefix("node-")] = int(entry.name)
     return found
+
+
+def process_argv(pid: int) -> list[str] | None:
+    """The command line of process `pid`, or None when it is gone or a zombie."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if _zombie(pid):
+            return None
+    except OSError:
+        return None
+    return [a.decode(errors="replace") for a in argv]
 
 
 def kill9(pid: int) -> None:
@@ -422,3 +438,74 @@ def replica_cluster(root: Path, q: int, app: str, **settings: object) -> Iterato
         spark.stop()
         left = stop_leftover_sidecars(root)
         assert not left, f"sidecars {left} outlived their executors"
+
+
+@contextlib.contextmanager
+def running_job(spark: Any, root: Path, q: int) -> Iterator[StreamingAggregation]:
+    """The streaming aggregation under `root/job`, running and warmed up: two batches processed, every executor
+    ran tasks (so every executor's sidecar is up and alive in the controller's eyes) and every partition has
+    its `q` replicas at the primary's last version. Stopped on exit."""
+    job = StreamingAggregation(spark, root / "job")
+    job.feed(2)
+    job.start()
+    try:
+        job.wait_processed(120)
+        wait_until(lambda: len(sidecar_pids(root)) == EXECUTORS, 60, "a sidecar per executor")
+        address = controller_address(spark)
+        wait_until(lambda: sum(n.alive for n in status(address).nodes) == EXECUTORS, 30, "every node alive")
+        wait_converged(address, job, q, 30)
+        yield job
+    finally:
+        job.stop()
+
+
+def replica_holder(address: str) -> str:
+    """The node holding the most replicas among those that are primaries (so its executor commits, and its
+    provider restarts the sidecar when it is killed)."""
+    reply = status(address)
+    counts = {node: 0 for node in primaries(reply).values()}
+    for held in replicas_by_partition(reply).values():
+        for node in held:
+            if node in counts:
+                counts[node] += 1
+    return max(sorted(counts), key=lambda n: counts[n])
+
+
+def feed_checking_lag(
+    job: StreamingAggregation,
+    address: str,
+    q: int,
+    batches: int = 6,
+    check: Callable[[str, dict[str, int], int], None] | None = None,
+) -> LagSampler:
+    """Feed `batches` micro-batches one at a time, sampling the controller's status meanwhile. Right after each
+    batch, every partition has `q` replicas, each holding the primary's last version or the one before;
+    `check(store_id, replicas, last version)` may assert more. Returns the sampler (its largest lag seen)."""
+    with LagSampler(address) as sampler:
+        for _ in range(batches):
+            job.feed()
+            job.wait_processed()
+            last = job.last_versions()
+            groups = replicas_by_partition(status(address))
+            assert set(groups) == set(last) and len(last) == SHUFFLE_PARTITIONS
+            for store_id, held in groups.items():
+                assert len(held) == q, f"{store_id} has replicas {held}"
+                assert all(last[store_id] - 1 <= v <= last[store_id] for v in held.values()), (store_id, held, last)
+                if check is not None:
+                    check(store_id, held, last[store_id])
+    return sampler
+
+
+def feed_until_sidecar_restarted(job: StreamingAggregation, root: Path, node_id: str, old_pid: int) -> int:
+    """After sidecar `old_pid` of executor `node_id` was killed: feed batches until that executor's provider
+    started it again (on a later commit, at most once every 5 s), then two more so that it has shipped and
+    received since; returns the new sidecar's pid."""
+    for _ in range(20):
+        if sidecar_pids(root).get(node_id, old_pid) != old_pid:
+            break
+        job.feed()
+        job.wait_processed()
+    new_pid = wait_until(lambda: sidecar_pids(root).get(node_id) not in (None, old_pid), 30, "the sidecar restarted")
+    job.feed(2)
+    job.wait_processed()
+    return new_pid

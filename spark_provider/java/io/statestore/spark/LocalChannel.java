@@ -5,6 +5,9 @@ import java.io.IOException;
 import java.net.UnixDomainSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -28,6 +31,14 @@ import org.slf4j.LoggerFactory;
  * <p>A dead or slow node never fails the query: the increment is already durable in the checkpoint
  * location. A failure is logged, the connection dropped, and a later commit reconnects (starting the
  * sidecar again if it died); replicas pull what they missed.
+ *
+ * <p>Where: a node run as a service listens at the {@code nodeSocket} setting. Otherwise this JVM starts a
+ * sidecar whose data dir is {@code node-<executorId>} inside this JVM's own local directory
+ * ({@link LocalDirs#jvmDir}: {@code <localDir>/<pid>-<uuid>/node-<executorId>}), so no other JVM, of this
+ * application or an earlier one, ever uses it, and it is deleted with the rest of that directory at the next
+ * start-up of a JVM on the same local dir once this one is gone. Its socket is {@code <dataDir>/node.sock}
+ * when that path fits a Unix socket address ({@value #MAX_SOCKET_PATH_BYTES} bytes), else
+ * {@code <java.io.tmpdir>/statestore-<pid>-<8 hex of the data dir's hash>.sock} (then {@code /tmp/...}).
  */
 final class LocalChannel {
   private static final Logger LOG = LoggerFactory.getLogger(LocalChannel.class);
@@ -46,6 +57,10 @@ final class LocalChannel {
   static final long ASYNC_REPLY_TIMEOUT_MS = 30_000;
   /** Bound of a sync commit's wait: the node's own sync timeout (10 s) plus a sidecar start. */
   static final long SYNC_WAIT_MS = 45_000;
+  /** Longest Unix socket path Linux accepts: {@code sun_path} holds 108 bytes with the terminating NUL. */
+  static final int MAX_SOCKET_PATH_BYTES = 107;
+  /** File name of the sidecar's socket in its data dir, when the path fits. */
+  static final String SOCKET_NAME = "node.sock";
 
   private record Pending(String storeId, String checkpointDir, long version, boolean sync, boolean rewritesHistory,
       byte[] increment, NodeSidecar.Spec spec, CompletableFuture<ChannelFrames.Reply> done) {}
@@ -70,24 +85,81 @@ final class LocalChannel {
    * The channel of this JVM for {@code settings}, or null when replication is off ({@code q = 0}) or there
    * is no node to talk to (neither a service socket nor a controller for a sidecar).
    */
-  static synchronized LocalChannel of(ProviderSettings settings) {
+  static synchronized LocalChannel of(ProviderSettings settings) throws IOException {
     if (settings.replicationFactor <= 0) return null;
     if (settings.nodeSocket == null && settings.controller == null) return null;
     File socket;
-    NodeSidecar sidecar = null;
+    File dataDir = null;
     if (settings.nodeSocket != null) {
       socket = new File(settings.nodeSocket);
     } else {
-      File dataDir = new File(settings.localDir, "node-" + executorId());
-      socket = new File(dataDir, "node.sock");
-      sidecar = new NodeSidecar(socket, dataDir);
+      dataDir = sidecarDataDir(settings.localDir, executorId());
+      socket = sidecarSocket(dataDir);
     }
     LocalChannel channel = CHANNELS.get(socket);
     if (channel == null) {
+      NodeSidecar sidecar = null;
+      if (dataDir != null) {
+        sidecar = new NodeSidecar(socket, dataDir);
+        File preferred = new File(dataDir, SOCKET_NAME);
+        if (socket.equals(preferred)) {
+          LOG.info("statestore: state node sidecar of this JVM: data dir {}, socket {}", dataDir, socket);
+        } else {
+          LOG.info("statestore: state node sidecar of this JVM: data dir {}, socket {} ({} would be {} bytes, "
+              + "over the {} of a Unix socket path)", dataDir, socket, preferred, pathBytes(preferred),
+              MAX_SOCKET_PATH_BYTES);
+        }
+      }
       channel = new LocalChannel(socket, sidecar);
       CHANNELS.put(socket, channel);
     }
     return channel;
+  }
+
+  /**
+   * The sidecar's data dir for executor {@code executorId}: {@code node-<executorId>} in this JVM's directory
+   * under {@code localRoot} (created, and the directories of dead JVMs there deleted, on first use). Absolute:
+   * the node runs in it and gets it, and the socket path, as arguments.
+   */
+  static File sidecarDataDir(String localRoot, String executorId) throws IOException {
+    return new File(LocalDirs.jvmDir(localRoot), "node-" + executorId).getAbsoluteFile();
+  }
+
+  /**
+   * The sidecar's socket: {@code <dataDir>/node.sock} when it fits {@link #MAX_SOCKET_PATH_BYTES}, else a
+   * short path in {@code java.io.tmpdir} (or {@code /tmp} when that is long too) named after this JVM's pid and
+   * a hash of the data dir, so it is the same for the same data dir and differs between data dirs.
+   */
+  static File sidecarSocket(File dataDir) {
+    File preferred = new File(dataDir, SOCKET_NAME);
+    if (socketPathFits(preferred)) return preferred;
+    String name = "statestore-" + ProcessHandle.current().pid() + "-" + shortHash(dataDir.getAbsolutePath())
+        + ".sock";
+    for (String dir : new String[] {System.getProperty("java.io.tmpdir"), "/tmp"}) {
+      if (dir == null || dir.isEmpty()) continue;
+      File candidate = new File(dir, name);
+      if (socketPathFits(candidate)) return candidate;
+    }
+    throw new IllegalStateException("statestore: no Unix socket path of at most " + MAX_SOCKET_PATH_BYTES
+        + " bytes for the state node of " + dataDir); // unreachable: /tmp/statestore-<pid>-<hash>.sock fits
+  }
+
+  /** Whether {@code socket} can be bound: Linux takes at most {@link #MAX_SOCKET_PATH_BYTES} bytes of path. */
+  static boolean socketPathFits(File socket) {
+    return pathBytes(socket) <= MAX_SOCKET_PATH_BYTES;
+  }
+
+  static int pathBytes(File f) {
+    return f.getPath().getBytes(StandardCharsets.UTF_8).length;
+  }
+
+  private static String shortHash(String s) {
+    try {
+      byte[] digest = MessageDigest.getInstance("SHA-256").digest(s.getBytes(StandardCharsets.UTF_8));
+      return String.format("%02x%02x%02x%02x", digest[0], digest[1], digest[2], digest[3]);
+    } catch (NoSuchAlgorithmException e) {
+      return String.format("%08x", s.hashCode()); // every JDK has SHA-256; this only satisfies the compiler
+    }
   }
 
   /** How this JVM starts its sidecar: the executor's Python, its id, and the controller of the settings. */
@@ -184,6 +256,7 @@ final class LocalChannel {
 
   private ChannelFrames.Reply send(Pending p) throws IOException {
     if (sidecar != null && sidecar.runsOtherThan(p.spec())) {
+      // Another application in this JVM (local mode): its node starts afresh, on an empty data dir.
       LOG.info("statestore: restarting the state node at {} for controller {}", socket, p.spec().controller());
       closeConnection();
       sidecar.stop();

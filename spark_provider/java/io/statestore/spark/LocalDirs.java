@@ -9,8 +9,9 @@ import java.util.UUID;
 import java.util.stream.Stream;
 
 /**
- * Local directories of this JVM's stores: {@code <localDir>/<pid>-<uuid>/...}. Spark does not always call
- * close(), so the first use in a JVM deletes the directories of JVMs that are gone.
+ * Local directories of this JVM's stores and of its state node sidecar's data ({@code node-<executorId>}):
+ * {@code <localDir>/<pid>-<uuid>/...}. Spark does not always call close(), and the sidecar keeps its data
+ * until its JVM is gone, so the first use in a JVM deletes the directories of JVMs that are gone.
  */
 final class LocalDirs {
   private static final java.util.Map<String, File> JVM_DIRS = new java.util.HashMap<>();

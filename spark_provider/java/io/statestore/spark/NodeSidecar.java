@@ -17,7 +17,13 @@ import org.slf4j.LoggerFactory;
  * <p>The node is a child of the executor: it exits when this JVM's process is gone (it watches the pid we
  * pass), so it never outlives its executor; a user who wants a node that does run it as a service and
  * sets {@code nodeSocket}. At most one sidecar of ours runs per socket; a dead one is started again on a
- * later commit, no sooner than {@link #RESTART_INTERVAL_MS} after the previous start.
+ * later commit, no sooner than {@link #RESTART_INTERVAL_MS} after the previous start, on the same data dir
+ * (it reopens its replicas and catches up).
+ *
+ * <p>The data dir belongs to this JVM (inside {@link LocalDirs#jvmDir}, see {@link LocalChannel}): no other
+ * JVM uses it, and it is deleted at the next start-up on the same local dir after this JVM is gone. Within
+ * this JVM, a start for another spec than the previous one (another controller: a new Spark application in
+ * a {@code local}-mode JVM) first empties it, so a node never reopens another application's replicas.
  */
 final class NodeSidecar {
   private static final Logger LOG = LoggerFactory.getLogger(NodeSidecar.class);
@@ -30,6 +36,8 @@ final class NodeSidecar {
   private final File dataDir;
   private Process process;
   private Spec running;
+  /** The spec of the last start, kept after the node stopped or died: whose replicas the data dir holds. */
+  private Spec started;
   private long lastStartMs;
 
   NodeSidecar(File socket, File dataDir) {
@@ -47,12 +55,27 @@ final class NodeSidecar {
     return alive() && !spec.equals(running);
   }
 
-  /** Starts the node unless one of ours runs or the last start was too recent; returns whether it started. */
+  /**
+   * Starts the node unless one of ours runs or, for the same spec, the last start was too recent; returns
+   * whether it started. A start for another spec than the last one begins on an empty data dir.
+   */
   synchronized boolean start(Spec spec) throws IOException {
     if (alive()) return false;
+    if (!LocalChannel.socketPathFits(socket)) {
+      throw new IOException("local socket path " + socket + " is too long (" + LocalChannel.pathBytes(socket)
+          + " bytes, at most " + LocalChannel.MAX_SOCKET_PATH_BYTES + ")");
+    }
     long now = System.currentTimeMillis();
-    if (lastStartMs != 0 && now - lastStartMs < RESTART_INTERVAL_MS) return false;
+    boolean sameSpec = spec.equals(started);
+    if (sameSpec && now - lastStartMs < RESTART_INTERVAL_MS) return false;
+    if (started != null && !sameSpec) {
+      LocalDirs.deleteRecursively(dataDir);
+      if (dataDir.exists()) throw new IOException("cannot empty " + dataDir + " for the state node of " + spec);
+      LOG.info("statestore: emptied {}: it held the state node of controller {}, the new one is for {}", dataDir,
+          started.controller(), spec.controller());
+    }
     lastStartMs = now;
+    started = spec;
     if (!dataDir.isDirectory() && !dataDir.mkdirs()) throw new IOException("cannot create " + dataDir);
     List<String> cmd = new ArrayList<>(List.of(spec.python(), "-m", "statestore.cli", "node",
         "--local-socket", socket.getPath(), "--data-dir", dataDir.getPath(), "--listen", "127.0.0.1:0",

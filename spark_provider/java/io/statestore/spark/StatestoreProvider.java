@@ -109,11 +109,11 @@ public final class StatestoreProvider implements StateStoreProvider {
       File jvmDir = LocalDirs.jvmDir(settings.localDir);
       this.localDir = new File(jvmDir, id.operatorId() + "_" + id.partitionId() + "_" + id.storeName() + "_"
           + java.util.UUID.randomUUID());
+      this.channel = LocalChannel.of(settings);
     } catch (IOException e) {
       throw new IllegalStateException("statestore: cannot initialise " + storeIdString + ": " + e.getMessage(), e);
     }
     codecs.put(LocalStore.DEFAULT_CF, new RowCodec(keySchema, valueSchema, spec, multipleValuesPerKey));
-    this.channel = LocalChannel.of(settings);
     if (channel != null) this.sidecarSpec = LocalChannel.sidecarSpec(settings);
   }
 
