@@ -36,6 +36,7 @@ class DriverController:
     listen_host: str
     advertise_host: str
     dead_after: float = 3.0
+    forget_after: float = 60.0
     address: str = ""
     _controller: Any = None
     _stopped: threading.Event = field(default_factory=threading.Event)
@@ -44,7 +45,9 @@ class DriverController:
         """Serve on a free port; returns the address executors use."""
         from statestore.controller.server import Controller  # grpc loads only when replication is on
 
-        self._controller = Controller(f"{self.listen_host}:0", self.replication_factor, self.dead_after)
+        self._controller = Controller(
+            f"{self.listen_host}:0", self.replication_factor, self.dead_after, forget_after=self.forget_after
+        )
         port = self._controller.start()
         self.address = f"{self.advertise_host}:{port}"
         _running.append(self)
@@ -76,10 +79,12 @@ class DriverController:
         threading.Thread(target=watch, name="statestore-controller-watch", daemon=True).start()
 
 
-def start_driver_controller(replication_factor: int, master: str | None, driver_host: str | None) -> DriverController:
+def start_driver_controller(
+    replication_factor: int, master: str | None, driver_host: str | None, forget_after: float = 60.0
+) -> DriverController:
     """Start a controller for a Spark application with this master; it stops with the SparkContext."""
     listen_host, advertise_host = controller_hosts(master, driver_host)
-    controller = DriverController(replication_factor, listen_host, advertise_host)
+    controller = DriverController(replication_factor, listen_host, advertise_host, forget_after=forget_after)
     controller.start()
     controller.stop_with_spark_context()
     return controller

@@ -39,7 +39,12 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
     confs = {"spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS, **spark_confs(**settings)}
     if int(confs[BY_NAME["replication_factor"].key]) > 0 and not settings.get("controller"):
         master, driver_host = _master_and_driver_host(builder_or_session)
-        controller = start_driver_controller(int(confs[BY_NAME["replication_factor"].key]), master, driver_host)
+        controller = start_driver_controller(
+            int(confs[BY_NAME["replication_factor"].key]),
+            master,
+            driver_host,
+            float(confs[BY_NAME["forget_after_seconds"].key]),
+        )
         confs[BY_NAME["controller"].key] = controller.address
     if hasattr(builder_or_session, "getOrCreate"):
         builder = builder_or_session

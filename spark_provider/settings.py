@@ -44,6 +44,9 @@ SETTINGS: tuple[Setting, ...] = (
             "each executor starts its own node as a sidecar."),
     Setting("controller", PREFIX + "controller", None,
             "Address (host:port) of a controller run as a service; unset, `enable()` starts one in the driver."),
+    Setting("forget_after_seconds", PREFIX + "forgetAfterSeconds", "60",
+            "For the controller `enable()` starts: a partition no node claims any more (its query stopped and "
+            "Spark unloaded its stores) is forgotten after this long, and its replicas are deleted."),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}

@@ -6,6 +6,7 @@ goes on. Each sidecar keeps its data in its executor JVM's own directory, and a 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -29,6 +30,7 @@ from test_replica_groups_spark_harness import (
     process_argv,
     replica_cluster,
     replica_holder,
+    replicas_by_partition,
     run_statestore_status,
     running_job,
     sidecar_pids,
@@ -55,7 +57,12 @@ def spark(root: Path) -> Iterator[Any]:
     stale = _stale_node_dir(root) / "replicas" / "0%2F0%2Fdefault" / "db"
     stale.mkdir(parents=True)
     (stale / "CURRENT").write_text("MANIFEST-000001\n")
-    with replica_cluster(root, Q, "statestore-replica-groups-q1") as session:
+    # Spark unloads a stopped query's stores at its next maintenance; every 2 s here instead of 60 s, and
+    # the controller forgets unclaimed partitions after 15 s, so that the last test sees both happen.
+    fast_maintenance = {"spark.sql.streaming.stateStore.maintenanceInterval": "2s"}
+    with replica_cluster(
+        root, Q, "statestore-replica-groups-q1", spark_conf=fast_maintenance, forget_after_seconds=15
+    ) as session:
         yield session
 
 
@@ -201,7 +208,9 @@ def test_a_rerun_batch_is_shipped_as_a_rewrite(job: StreamingAggregation, root: 
 
 def test_two_queries_with_the_same_store_ids_replicate_side_by_side(job: StreamingAggregation, root: Path) -> None:
     """A second stateful query in the same application has the same store ids (`0/<partition>/default`): its
-    partitions are other partitions on every node and in the controller, each with its own replicas."""
+    partitions are other partitions on every node and in the controller, each with its own replicas. When it
+    stops, Spark unloads its stores, each provider releases its partition to its node, and once nobody has
+    claimed them for `forget_after_seconds` the controller forgets them and every node deletes its replicas."""
     address = controller_address(job.spark)
     other = StreamingAggregation(job.spark, root / "job2", keys=500)
     other.feed(3)
@@ -220,3 +229,17 @@ def test_two_queries_with_the_same_store_ids_replicate_side_by_side(job: Streami
         assert "query" in table.splitlines()[table.splitlines().index("PARTITIONS") + 1]
     finally:
         other.stop()
+    wait_until(lambda: not replicas_by_partition(status(address), other), 90, "the stopped query forgotten")
+    wait_until(lambda: not _replica_dirs_of(root, other), 30, "its replicas deleted on every node")
+    assert replicas_by_partition(status(address), job) == wait_converged(address, job, Q, 30)
+
+
+def _replica_dirs_of(root: Path, job: StreamingAggregation) -> list[Path]:
+    """The replica directories of `job`'s partitions on every node (found by their store.json)."""
+    found = []
+    for executor in range(EXECUTORS):
+        for ref_file in (node_dir(root, str(executor)) / "replicas").glob("*/store.json"):
+            location = Path(json.loads(ref_file.read_text())["checkpoint_dir"]).resolve()
+            if location.is_relative_to(job.checkpoint.resolve()):
+                found.append(ref_file.parent)
+    return found

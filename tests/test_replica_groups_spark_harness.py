@@ -47,7 +47,13 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval
         time.sleep(interval)
 
 
-def start_spark(root: Path, app: str, master: str = f"local-cluster[{EXECUTORS},1,1024]", **settings: object) -> Any:
+def start_spark(
+    root: Path,
+    app: str,
+    master: str = f"local-cluster[{EXECUTORS},1,1024]",
+    spark_conf: dict[str, str] | None = None,
+    **settings: object,
+) -> Any:
     """A SparkSession on our provider with its local dir (and so its sidecars' data dirs) under `root`."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -64,6 +70,8 @@ def start_spark(root: Path, app: str, master: str = f"local-cluster[{EXECUTORS},
         .config("spark.driver.memory", "1g")
         .config("spark.executor.memory", "1g")
     )
+    for key, value in (spark_conf or {}).items():
+        builder = builder.config(key, value)
     session = spark_provider.enable(builder, local_dir=str(root / "local"), **settings).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
@@ -429,9 +437,11 @@ def run_statestore_status(address: str) -> str:
 
 
 @contextlib.contextmanager
-def replica_cluster(root: Path, q: int, app: str, **settings: object) -> Iterator[Any]:
+def replica_cluster(
+    root: Path, q: int, app: str, spark_conf: dict[str, str] | None = None, **settings: object
+) -> Iterator[Any]:
     """A local-cluster session with replication factor `q`; on exit its sidecars must be gone."""
-    spark = start_spark(root, app, replication_factor=q, **settings)
+    spark = start_spark(root, app, spark_conf=spark_conf, replication_factor=q, **settings)
     try:
         yield spark
     finally:

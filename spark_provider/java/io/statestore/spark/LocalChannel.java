@@ -62,8 +62,9 @@ final class LocalChannel {
   /** File name of the sidecar's socket in its data dir, when the path fits. */
   static final String SOCKET_NAME = "node.sock";
 
+  /** A frame to send: a COMMITTED, or a RELEASED when {@code released} (then version 0, no increment). */
   private record Pending(String storeId, String checkpointDir, long version, boolean sync, boolean rewritesHistory,
-      byte[] increment, NodeSidecar.Spec spec, CompletableFuture<ChannelFrames.Reply> done) {}
+      byte[] increment, NodeSidecar.Spec spec, CompletableFuture<ChannelFrames.Reply> done, boolean released) {}
 
   private final File socket;
   private final NodeSidecar sidecar;
@@ -194,7 +195,7 @@ final class LocalChannel {
   void committed(String storeId, String checkpointDir, long version, boolean rewritesHistory, byte[] increment,
       boolean sync, NodeSidecar.Spec spec) {
     Pending p = new Pending(storeId, checkpointDir, version, sync, rewritesHistory, increment, spec,
-        new CompletableFuture<>());
+        new CompletableFuture<>(), false);
     if (queuedBytes.addAndGet(increment.length) > MAX_QUEUED_BYTES && !queue.isEmpty()) {
       queuedBytes.addAndGet(-increment.length);
       long n = dropped.incrementAndGet();
@@ -222,6 +223,16 @@ final class LocalChannel {
     } catch (java.util.concurrent.ExecutionException e) {
       LOG.warn("statestore: sync commit of {} version {} failed: {}", storeId, version, e.getCause().toString());
     }
+  }
+
+  /**
+   * Tells the node, after the commits queued before it, that this JVM unloaded the store partition (Spark
+   * closed its provider: the query stopped, or the task runs elsewhere now), so the node stops being its
+   * primary. Returns at once; no sidecar is started for it.
+   */
+  void released(String storeId, String checkpointDir, NodeSidecar.Spec spec) {
+    queue.add(new Pending(storeId, checkpointDir, 0, false, false, new byte[0], spec, new CompletableFuture<>(),
+        true));
   }
 
   private void run() {
@@ -255,6 +266,7 @@ final class LocalChannel {
   }
 
   private ChannelFrames.Reply send(Pending p) throws IOException {
+    if (p.released()) return sendReleased(p);
     if (sidecar != null && sidecar.runsOtherThan(p.spec())) {
       // Another application in this JVM (local mode): its node starts afresh, on an empty data dir.
       LOG.info("statestore: restarting the state node at {} for controller {}", socket, p.spec().controller());
@@ -262,10 +274,25 @@ final class LocalChannel {
       sidecar.stop();
     }
     if (connection == null) connection = connect(p.spec());
-    SocketChannel c = connection;
     ByteBuffer frame = ChannelFrames.committed(p.storeId(), p.checkpointDir(), p.version(), p.sync(),
         p.rewritesHistory(), p.increment());
-    long timeout = p.sync() ? SYNC_WAIT_MS : ASYNC_REPLY_TIMEOUT_MS;
+    return exchange(frame, p.sync() ? SYNC_WAIT_MS : ASYNC_REPLY_TIMEOUT_MS);
+  }
+
+  /** A RELEASED frame, only to a node that listens already: nothing to release on a node that is not up. */
+  private ChannelFrames.Reply sendReleased(Pending p) throws IOException {
+    if (connection == null) {
+      try {
+        connection = open();
+      } catch (IOException notListening) {
+        return new ChannelFrames.Reply(ChannelFrames.STATUS_ACCEPTED, "no node listens: nothing to release");
+      }
+    }
+    return exchange(ChannelFrames.released(p.storeId(), p.checkpointDir()), ASYNC_REPLY_TIMEOUT_MS);
+  }
+
+  private ChannelFrames.Reply exchange(ByteBuffer frame, long timeout) throws IOException {
+    SocketChannel c = connection;
     // A blocking channel has no read timeout: closing it from another thread ends a stuck read or write.
     ScheduledFuture<?> deadline = DEADLINES.schedule(() -> closeQuietly(c), timeout, TimeUnit.MILLISECONDS);
     try {

@@ -53,6 +53,8 @@ public final class StatestoreProvider implements StateStoreProvider {
   private Configuration hadoopConf;
   private CheckpointDir checkpoint;
   private LocalChannel channel;
+  /** Whether a commit of this provider went to the state node (which then claims the partition). */
+  private volatile boolean handedToNode;
   private NodeSidecar.Spec sidecarSpec;
   private File localDir;
   private final Map<String, RowCodec> codecs = new ConcurrentHashMap<>();
@@ -228,6 +230,7 @@ public final class StatestoreProvider implements StateStoreProvider {
       if (inc.version - lastSnapshotVersion >= settings.minDeltasForSnapshot) scheduleSnapshot(store, inc.version);
       if (settings.commitValidation) StateStore.reportCommitToCoordinator(inc.version, storeId, hadoopConf);
       if (channel != null) {
+        handedToNode = true;
         channel.committed(storeIdString, checkpoint.dir.toString(), inc.version, rewritesHistory, bytes,
             settings.syncReplication, sidecarSpec);
       }
@@ -380,6 +383,8 @@ public final class StatestoreProvider implements StateStoreProvider {
       closeLocal();
       if (localDir != null) LocalDirs.deleteRecursively(localDir);
     }
+    // After the commits already queued: the node stops claiming the partition (formats.md section 6).
+    if (channel != null && handedToNode) channel.released(storeIdString, checkpoint.dir.toString(), sidecarSpec);
   }
 
   @Override
