@@ -1,5 +1,6 @@
 """The Spark side of statestore: a Java StateStoreProvider on RocksDB, built and enabled from Python."""
 
+import statestore  # noqa: F401  (first: it sets gRPC's fork setting before grpc loads)
 from spark_provider.jar import JarBuildError, provider_jar
 from spark_provider.session import enable
 from spark_provider.settings import PROVIDER_CLASS, SETTINGS

@@ -4,6 +4,13 @@ The engine: a versioned RocksDB store per state partition whose every commit yie
 (docs/formats.md), snapshots, and a checkpoint location that restores any retained version.
 """
 
+import os as _os
+
+# gRPC's fork handlers can make subprocess.Popen fail in a process that serves or calls gRPC (grpc/grpc#43055,
+# grpcio >= 1.81): PySpark's gateway launch then dies with JAVA_GATEWAY_EXITED. No process of ours forks and
+# goes on using gRPC in the child, so the handlers are not needed. Set before grpc loads.
+_os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import (
     CorruptFileError,

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+import statestore  # noqa: F401  (before any test module loads grpc: it sets gRPC's fork setting)
+
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
