@@ -9,6 +9,7 @@ from pathlib import Path
 from test_node_harness import (
     PROJECT_ROOT,
     Cluster,
+    FakeClock,
     Primary,
     replica_digest,
     send_cont,
@@ -25,21 +26,11 @@ from statestore.rpc import common_pb2, control_pb2
 STORE = "1/0/default"
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _beat(membership: Membership, node: str, primaries: list[str], rack: str = "") -> None:
     membership.heartbeat(
         control_pb2.HeartbeatRequest(
             node=control_pb2.NodeRef(node_id=node, address=f"{node}:1", rack=rack),
-            primaries=[
-                control_pb2.PrimaryReport(store=common_pb2.StoreRef(store_id=p), version=1) for p in primaries
-            ],
+            primaries=[control_pb2.PrimaryReport(store=common_pb2.StoreRef(store_id=p), version=1) for p in primaries],
         )
     )
 
@@ -54,7 +45,7 @@ def _groups(chooser: ReplicaGroups, primaries: dict[str, str]) -> dict[str, list
 
 
 def test_placement_keeps_primaries_and_replaces_only_a_dead_nodes_roles() -> None:
-    clock = _Clock()
+    clock = FakeClock()
     membership = Membership(dead_after=3.0, clock=clock)
     nodes = ["a", "b", "c", "d", "e"]
     primaries = {f"p{i}": nodes[i % 3] for i in range(12)}  # Spark runs the tasks on a, b and c only
@@ -80,20 +71,20 @@ def test_placement_keeps_primaries_and_replaces_only_a_dead_nodes_roles() -> Non
 
 
 def test_placement_degrades_with_too_few_nodes_and_q_zero() -> None:
-    membership = Membership(dead_after=3.0, clock=_Clock())
+    membership = Membership(dead_after=3.0, clock=FakeClock())
     _beat(membership, "a", ["p0", "p1"])
     _beat(membership, "b", [])
     chooser = ReplicaGroups(membership, q=3)
     assert _groups(chooser, {"p0": "a", "p1": "a"}) == {"p0": ["b"], "p1": ["b"]}
     assert "only 2 live node(s): 1 replica(s) per partition instead of 3" in chooser.current().note
     assert ReplicaGroups(membership, q=0).choose_replica_group(_key("p0"), "a") == []
-    lonely = Membership(dead_after=3.0, clock=_Clock())
+    lonely = Membership(dead_after=3.0, clock=FakeClock())
     _beat(lonely, "a", ["p0"])
     assert ReplicaGroups(lonely, q=1).choose_replica_group(_key("p0"), "a") == []
 
 
 def test_racks_are_spread_across() -> None:
-    membership = Membership(dead_after=3.0, clock=_Clock())
+    membership = Membership(dead_after=3.0, clock=FakeClock())
     _beat(membership, "a", ["p0", "p1", "p2", "p3"], rack="r1")
     _beat(membership, "a2", [], rack="r1")
     _beat(membership, "b", [], rack="r2")

@@ -97,6 +97,16 @@ class Process:
         return self.popen.returncode
 
 
+class FakeClock:
+    """A clock for Membership that moves only when a test sets `now`."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @dataclass
 class Cluster:
     """A controller and named state nodes on loopback, every process cleaned up by `close`."""

@@ -5,10 +5,12 @@ never meet on a node or in the controller."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
-from test_node_harness import Cluster, Primary, replica_digest, replica_dir, send_cont, send_stop, wait_until
+from test_node_harness import Cluster, FakeClock, Primary, replica_digest, replica_dir, send_cont, send_stop, wait_until
 
 from statestore.controller.membership import Membership
 from statestore.controller.service import ControlService
@@ -19,14 +21,6 @@ from statestore.partition_key import partition_key, query_root
 from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication_pb2_grpc
 
 STORE = "0/3/default"
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _claim(membership: Membership, node: str, store: common_pb2.StoreRef, version: int, ago: float) -> None:
@@ -42,7 +36,7 @@ def _primary_of(membership: Membership, store: common_pb2.StoreRef) -> tuple[str
 
 
 def test_the_most_recent_committer_is_primary_even_at_a_lower_version() -> None:
-    clock = _Clock()
+    clock = FakeClock(100.0)
     membership = Membership(dead_after=3.0, clock=clock)
     store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
     _claim(membership, "a", store, 10, ago=0.0)
@@ -66,7 +60,7 @@ def test_the_most_recent_committer_is_primary_even_at_a_lower_version() -> None:
 
 
 def test_claims_at_the_same_moment_go_to_the_higher_version() -> None:
-    membership = Membership(dead_after=3.0, clock=_Clock())
+    membership = Membership(dead_after=3.0, clock=FakeClock(100.0))
     store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
     _claim(membership, "b", store, 7, ago=1.0)
     _claim(membership, "a", store, 8, ago=1.0)
@@ -75,7 +69,7 @@ def test_claims_at_the_same_moment_go_to_the_higher_version() -> None:
 
 
 def test_one_store_id_in_two_checkpoint_locations_is_two_partitions() -> None:
-    membership = Membership(dead_after=3.0, clock=_Clock())
+    membership = Membership(dead_after=3.0, clock=FakeClock(100.0))
     first = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
     second = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q2/state/0/3")
     _claim(membership, "a", first, 4, ago=0.0)
@@ -87,7 +81,7 @@ def test_one_store_id_in_two_checkpoint_locations_is_two_partitions() -> None:
 
 
 def test_a_partition_nobody_claims_is_forgotten_after_forget_after() -> None:
-    clock = _Clock()
+    clock = FakeClock(100.0)
     membership = Membership(dead_after=3.0, clock=clock, forget_after=60.0)
     store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
     _claim(membership, "a", store, 4, ago=0.0)
@@ -98,18 +92,21 @@ def test_a_partition_nobody_claims_is_forgotten_after_forget_after() -> None:
     assert membership.partitions() == []
 
 
-def _cluster(tmp_path: Path, q: int, dead_after: float = 30.0, forget_after: float = 60.0) -> Cluster:
+@contextlib.contextmanager
+def _cluster(tmp_path: Path, q: int, dead_after: float = 30.0, forget_after: float = 60.0) -> Iterator[Cluster]:
+    """A controller and nodes node-a, node-b, node-c; their logs are printed if the test fails."""
     cluster = Cluster(tmp_path, q=q, dead_after=dead_after, forget_after=forget_after)
     try:
         cluster.start_controller()
         for name in ("node-a", "node-b", "node-c"):
             cluster.start_node(name)
         cluster.wait_groups(3)
+        yield cluster
     except BaseException:
         print(cluster.logs())
-        cluster.close()
         raise
-    return cluster
+    finally:
+        cluster.close()
 
 
 def _partition(cluster: Cluster, ref: common_pb2.StoreRef) -> control_pb2.PartitionStatus | None:
@@ -130,69 +127,67 @@ def _group_at(cluster: Cluster, ref: common_pb2.StoreRef, primary: str, version:
 
 
 def test_a_moved_partition_demotes_the_old_primary_and_its_replicas_follow_the_new_one(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path, q=2)
-    primary = Primary(tmp_path, STORE, cluster.addresses["node-a"])
-    try:
-        primary.commit_and_ship(4, sync=True)
-        assert wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 4), 20, "a's group at 4") == {
-            "node-b": 4,
-            "node-c": 4,
-        }
-        # Spark now runs the task on b's executor: b's node ships, a's still reports version 4.
-        primary.move_to(cluster.addresses["node-b"])
-        primary.commit_and_ship(3)
-        group = wait_until(lambda: _group_at(cluster, primary.ref, "node-b", 7), 30, "b primary, replicas at 7")
-        assert set(group) == {"node-a", "node-c"}
-        wait_until(lambda: '"event": "demoted"' in cluster.processes["node-a"].log(), 10, "node-a demoted")
-        assert _dropped(cluster, "node-b", "became the partition's primary")  # its replica is superseded
-        primary.commit_and_ship(2)
-        group = wait_until(lambda: _group_at(cluster, primary.ref, "node-b", 9), 30, "replicas at 9")
-        for node in group:
-            assert replica_digest(cluster.data_dir(node), STORE) == (9, primary.digest()), node
-        # Only one node claims the partition now: node-a no longer reports it.
-        claims = {n.node.node_id: n.primaries for n in cluster.status().nodes}
-        assert claims == {"node-a": 0, "node-b": 1, "node-c": 0}
-        # Placement's demand comes from the nodes' reports: node-b's mean of the increments it shipped (it
-        # shipped versions 5..9 only), and the largest replica on disk (measured every 5 s).
-        shipped = [primary.location.increment_path(v).stat().st_size for v in range(5, 10)]
-        partition = _partition(cluster, primary.ref)
-        assert partition is not None and partition.increment_bytes == sum(shipped) // len(shipped)
-        replica_sizes = [
-            sum(f.stat().st_size for f in (replica_dir(cluster.data_dir(node), STORE) / "db").iterdir() if f.is_file())
-            for node in group
-        ]
-        wait_until(lambda: 0 < _partition(cluster, primary.ref).state_bytes <= 2 * max(replica_sizes), 15, "state size")
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        primary.close()
-        cluster.close()
+    with _cluster(tmp_path, q=2) as cluster:
+        primary = Primary(tmp_path, STORE, cluster.addresses["node-a"])
+        try:
+            primary.commit_and_ship(4, sync=True)
+            assert wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 4), 20, "a's group at 4") == {
+                "node-b": 4,
+                "node-c": 4,
+            }
+            # Spark now runs the task on b's executor: b's node ships, a's still reports version 4.
+            primary.move_to(cluster.addresses["node-b"])
+            primary.commit_and_ship(3)
+            group = wait_until(lambda: _group_at(cluster, primary.ref, "node-b", 7), 30, "b primary, replicas at 7")
+            assert set(group) == {"node-a", "node-c"}
+            wait_until(lambda: '"event": "demoted"' in cluster.processes["node-a"].log(), 10, "node-a demoted")
+            assert _dropped(cluster, "node-b", "became the partition's primary")  # its replica is superseded
+            primary.commit_and_ship(2)
+            group = wait_until(lambda: _group_at(cluster, primary.ref, "node-b", 9), 30, "replicas at 9")
+            for node in group:
+                assert replica_digest(cluster.data_dir(node), STORE) == (9, primary.digest()), node
+            # Only one node claims the partition now: node-a no longer reports it.
+            claims = {n.node.node_id: n.primaries for n in cluster.status().nodes}
+            assert claims == {"node-a": 0, "node-b": 1, "node-c": 0}
+            # Placement's demand comes from the nodes' reports: node-b's mean of the increments it shipped (it
+            # shipped versions 5..9 only), and the largest replica on disk (measured every 5 s).
+            shipped = [primary.location.increment_path(v).stat().st_size for v in range(5, 10)]
+            partition = _partition(cluster, primary.ref)
+            assert partition is not None and partition.increment_bytes == sum(shipped) // len(shipped)
+            replica_sizes = [
+                sum(
+                    f.stat().st_size
+                    for f in (replica_dir(cluster.data_dir(node), STORE) / "db").iterdir()
+                    if f.is_file()
+                )
+                for node in group
+            ]
+            wait_until(
+                lambda: 0 < _partition(cluster, primary.ref).state_bytes <= 2 * max(replica_sizes), 15, "state size"
+            )
+        finally:
+            primary.close()
 
 
 def test_two_queries_with_the_same_store_id_keep_separate_replicas(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path, q=1)
-    first = Primary(tmp_path / "query1", STORE, cluster.addresses["node-a"])
-    second = Primary(tmp_path / "query2", STORE, cluster.addresses["node-a"])
-    try:
-        first.commit_and_ship(3, sync=True)
-        second.commit_and_ship(5, sync=True)
-        first.commit_and_ship(2, sync=True)
-        one = wait_until(lambda: _group_at(cluster, first.ref, "node-a", 5), 20, "first query's replica at 5")
-        two = wait_until(lambda: _group_at(cluster, second.ref, "node-a", 5), 20, "second query's replica at 5")
-        assert len(cluster.status().partitions) == 2
-        for primary, group in ((first, one), (second, two)):
-            (node,) = group
-            digest = replica_digest(cluster.data_dir(node), STORE, primary.ref.checkpoint_dir)
-            assert digest == (5, primary.digest())
-        assert first.digest() != second.digest()
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        first.close()
-        second.close()
-        cluster.close()
+    with _cluster(tmp_path, q=1) as cluster:
+        first = Primary(tmp_path / "query1", STORE, cluster.addresses["node-a"])
+        second = Primary(tmp_path / "query2", STORE, cluster.addresses["node-a"])
+        try:
+            first.commit_and_ship(3, sync=True)
+            second.commit_and_ship(5, sync=True)
+            first.commit_and_ship(2, sync=True)
+            one = wait_until(lambda: _group_at(cluster, first.ref, "node-a", 5), 20, "first query's replica at 5")
+            two = wait_until(lambda: _group_at(cluster, second.ref, "node-a", 5), 20, "second query's replica at 5")
+            assert len(cluster.status().partitions) == 2
+            for primary, group in ((first, one), (second, two)):
+                (node,) = group
+                digest = replica_digest(cluster.data_dir(node), STORE, primary.ref.checkpoint_dir)
+                assert digest == (5, primary.digest())
+            assert first.digest() != second.digest()
+        finally:
+            first.close()
+            second.close()
 
 
 def _dropped(cluster: Cluster, node: str, reason: str) -> bool:
@@ -204,56 +199,54 @@ def _dropped(cluster: Cluster, node: str, reason: str) -> bool:
 def test_a_replica_left_outside_its_group_is_deleted_not_reused(tmp_path: Path) -> None:
     """A replica node silent past dead-after loses its role; when it comes back, its replica (which missed
     increments, and could have missed a rewrite of history) is deleted rather than kept for later."""
-    cluster = _cluster(tmp_path, q=1, dead_after=1.5)
-    primary = Primary(tmp_path, STORE, cluster.addresses["node-a"])
-    try:
-        primary.commit_and_ship(3, sync=True)
-        (stalled,) = wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 3), 20, "a replica at 3")
-        other = ({"node-b", "node-c"} - {stalled}).pop()
-        send_stop(cluster.processes[stalled])
-        wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 3) == {other: 3}, 30, f"{other} takes the role")
-        primary.commit_and_ship(2)
-        send_cont(cluster.processes[stalled])
-        wait_until(lambda: _dropped(cluster, stalled, "retired by the controller"), 20, f"{stalled} drops it")
-        wait_until(lambda: not list((cluster.data_dir(stalled) / "replicas").iterdir()), 10, "its directory deleted")
-        assert wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 5), 20, "replica at 5") == {other: 5}
-        assert replica_digest(cluster.data_dir(other), STORE) == (5, primary.digest())
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        send_cont(cluster.processes[stalled])
-        primary.close()
-        cluster.close()
+    with _cluster(tmp_path, q=1, dead_after=1.5) as cluster:
+        primary = Primary(tmp_path, STORE, cluster.addresses["node-a"])
+        try:
+            primary.commit_and_ship(3, sync=True)
+            (stalled,) = wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 3), 20, "a replica at 3")
+            other = ({"node-b", "node-c"} - {stalled}).pop()
+            send_stop(cluster.processes[stalled])
+            wait_until(
+                lambda: _group_at(cluster, primary.ref, "node-a", 3) == {other: 3}, 30, f"{other} takes the role"
+            )
+            primary.commit_and_ship(2)
+            send_cont(cluster.processes[stalled])
+            wait_until(lambda: _dropped(cluster, stalled, "retired by the controller"), 20, f"{stalled} drops it")
+            wait_until(
+                lambda: not list((cluster.data_dir(stalled) / "replicas").iterdir()), 10, "its directory deleted"
+            )
+            assert wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 5), 20, "replica at 5") == {other: 5}
+            assert replica_digest(cluster.data_dir(other), STORE) == (5, primary.digest())
+        finally:
+            send_cont(cluster.processes[stalled])
+            primary.close()
 
 
 def test_a_released_partition_is_forgotten_and_its_replicas_deleted(tmp_path: Path) -> None:
     """The query stops: the provider releases its stores, nobody claims them, and after forget-after the
     controller forgets them and every node deletes its replicas of them."""
-    cluster = _cluster(tmp_path, q=2, forget_after=2.0)
-    primary = Primary(tmp_path, STORE, cluster.addresses["node-a"])
-    try:
-        primary.commit_and_ship(3, sync=True)
-        group = wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 3), 20, "replicas at 3")
-        assert set(group) == {"node-b", "node-c"}
-        assert primary.release() is True
-        assert primary.release() is False  # nothing left to release
-        wait_until(lambda: _partition(cluster, primary.ref) is None, 20, "the partition forgotten")
-        for node in group:
-            wait_until(lambda n=node: _dropped(cluster, n, "retired by the controller"), 20, f"{node} drops it")
-            wait_until(
-                lambda n=node: not list((cluster.data_dir(n) / "replicas").iterdir()), 10, f"{node}'s replica deleted"
-            )
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        primary.close()
-        cluster.close()
+    with _cluster(tmp_path, q=2, forget_after=2.0) as cluster:
+        primary = Primary(tmp_path, STORE, cluster.addresses["node-a"])
+        try:
+            primary.commit_and_ship(3, sync=True)
+            group = wait_until(lambda: _group_at(cluster, primary.ref, "node-a", 3), 20, "replicas at 3")
+            assert set(group) == {"node-b", "node-c"}
+            assert primary.release() is True
+            assert primary.release() is False  # nothing left to release
+            wait_until(lambda: _partition(cluster, primary.ref) is None, 20, "the partition forgotten")
+            for node in group:
+                wait_until(lambda n=node: _dropped(cluster, n, "retired by the controller"), 20, f"{node} drops it")
+                wait_until(
+                    lambda n=node: not list((cluster.data_dir(n) / "replicas").iterdir()),
+                    10,
+                    f"{node}'s replica deleted",
+                )
+        finally:
+            primary.close()
 
 
 def test_a_dead_primarys_partition_is_forgotten_and_a_fresh_controller_forgets_nothing() -> None:
-    clock = _Clock()
+    clock = FakeClock(100.0)
     membership = Membership(dead_after=3.0, clock=clock, forget_after=60.0)
     store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
     _claim(membership, "a", store, 4, ago=0.0)
@@ -279,14 +272,16 @@ class _NoContext:
 
 
 def test_a_restarted_controller_retires_no_replica_of_a_partition_it_has_not_seen() -> None:
-    service = ControlService(Membership(dead_after=3.0, clock=_Clock()), replication_factor=1, heartbeat_interval=0.5)
+    service = ControlService(
+        Membership(dead_after=3.0, clock=FakeClock(100.0)), replication_factor=1, heartbeat_interval=0.5
+    )
     store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
     reply = service.Heartbeat(_held_request("b", store), _NoContext())
     assert list(reply.retired_replicas) == []
 
 
 def test_a_node_retires_its_replica_of_a_partition_it_is_primary_of() -> None:
-    membership = Membership(dead_after=3.0, clock=_Clock())
+    membership = Membership(dead_after=3.0, clock=FakeClock(100.0))
     service = ControlService(membership, replication_factor=1, heartbeat_interval=0.5)
     store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
     request = _held_request("b", store)
@@ -298,38 +293,34 @@ def test_a_node_retires_its_replica_of_a_partition_it_is_primary_of() -> None:
 def test_a_primarys_node_refuses_shipments_of_its_own_partition_and_never_serves_them(tmp_path: Path) -> None:
     """A former primary still shipping (not demoted yet) to the node that took the partition over: the new
     primary's node must not rebuild a replica from that stream (it may carry the abandoned history)."""
-    cluster = _cluster(tmp_path, q=1)
-    old = Primary(tmp_path / "old", STORE, cluster.addresses["node-a"])
-    try:
-        new_ref = common_pb2.StoreRef(store_id=STORE, checkpoint_dir=old.ref.checkpoint_dir)
-        data = [old.commit(i) for i in range(3)]
-        with grpc.insecure_channel(cluster.addresses["node-b"]) as channel:
-            stub = replication_pb2_grpc.PrimaryStub(channel)
-            stub.Ship(replication_pb2.ShipCommand(increment=common_pb2.IncrementBlob(store=new_ref, data=data[0])))
-            acks = list(
-                replication_pb2_grpc.ReplicationStub(channel).Ship(
-                    iter(
-                        [
-                            replication_pb2.ShipRequest(
-                                increment=common_pb2.IncrementBlob(
-                                    store=new_ref, version=v, base_version=v - 1, data=data[v - 1]
+    with _cluster(tmp_path, q=1) as cluster:
+        old = Primary(tmp_path / "old", STORE, cluster.addresses["node-a"])
+        try:
+            new_ref = common_pb2.StoreRef(store_id=STORE, checkpoint_dir=old.ref.checkpoint_dir)
+            data = [old.commit(i) for i in range(3)]
+            with grpc.insecure_channel(cluster.addresses["node-b"]) as channel:
+                stub = replication_pb2_grpc.PrimaryStub(channel)
+                stub.Ship(replication_pb2.ShipCommand(increment=common_pb2.IncrementBlob(store=new_ref, data=data[0])))
+                acks = list(
+                    replication_pb2_grpc.ReplicationStub(channel).Ship(
+                        iter(
+                            [
+                                replication_pb2.ShipRequest(
+                                    increment=common_pb2.IncrementBlob(
+                                        store=new_ref, version=v, base_version=v - 1, data=data[v - 1]
+                                    )
                                 )
-                            )
-                            for v in (1, 2)
-                        ]
-                    ),
-                    timeout=10,
+                                for v in (1, 2)
+                            ]
+                        ),
+                        timeout=10,
+                    )
                 )
-            )
-        assert [a.status for a in acks] == [replication_pb2.ACK_FAILED] * 2
-        assert "is the primary of" in acks[0].detail
-        assert not list((cluster.data_dir("node-b") / "replicas").iterdir())
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        old.close()
-        cluster.close()
+            assert [a.status for a in acks] == [replication_pb2.ACK_FAILED] * 2
+            assert "is the primary of" in acks[0].detail
+            assert not list((cluster.data_dir("node-b") / "replicas").iterdir())
+        finally:
+            old.close()
 
 
 def test_a_demotion_that_crossed_a_newer_commit_is_ignored_and_late_old_commits_are(tmp_path: Path) -> None:
