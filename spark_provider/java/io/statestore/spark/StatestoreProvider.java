@@ -53,8 +53,13 @@ public final class StatestoreProvider implements StateStoreProvider {
   private Configuration hadoopConf;
   private CheckpointDir checkpoint;
   private LocalChannel channel;
-  /** Whether a commit of this provider went to the state node (which then claims the partition). */
-  private volatile boolean handedToNode;
+  /**
+   * Per partition (checkpoint location and store id), the provider of this JVM that last handed the node a
+   * commit. Spark keeps one provider per query run, so after a restart the old run's provider may close
+   * while the new run's commits the same partition here: only the last committer releases it.
+   */
+  private static final java.util.concurrent.ConcurrentHashMap<String, StatestoreProvider> LAST_COMMITTER =
+      new java.util.concurrent.ConcurrentHashMap<>();
   private NodeSidecar.Spec sidecarSpec;
   private File localDir;
   private final Map<String, RowCodec> codecs = new ConcurrentHashMap<>();
@@ -230,7 +235,7 @@ public final class StatestoreProvider implements StateStoreProvider {
       if (inc.version - lastSnapshotVersion >= settings.minDeltasForSnapshot) scheduleSnapshot(store, inc.version);
       if (settings.commitValidation) StateStore.reportCommitToCoordinator(inc.version, storeId, hadoopConf);
       if (channel != null) {
-        handedToNode = true;
+        LAST_COMMITTER.put(partitionKey(), this);
         channel.committed(storeIdString, checkpoint.dir.toString(), inc.version, rewritesHistory, bytes,
             settings.syncReplication, sidecarSpec);
       }
@@ -383,8 +388,15 @@ public final class StatestoreProvider implements StateStoreProvider {
       closeLocal();
       if (localDir != null) LocalDirs.deleteRecursively(localDir);
     }
-    // After the commits already queued: the node stops claiming the partition (formats.md section 6).
-    if (channel != null && handedToNode) channel.released(storeIdString, checkpoint.dir.toString(), sidecarSpec);
+    // After the commits already queued: the node stops claiming the partition (formats.md section 6), unless
+    // another provider of this JVM (a later query run) committed it since.
+    if (channel != null && LAST_COMMITTER.remove(partitionKey(), this)) {
+      channel.released(storeIdString, checkpoint.dir.toString(), sidecarSpec);
+    }
+  }
+
+  private String partitionKey() {
+    return checkpoint.dir + "\u0000" + storeIdString;
   }
 
   @Override
