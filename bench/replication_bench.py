@@ -1,6 +1,6 @@
 """Benchmark: what replica groups cost a real streaming query, with replication factor q = 0, 1 and 2.
 
-    python bench/replication_bench.py [--quick] --out FILE.json
+    python bench/replication_bench.py [--quick] [--rounds N] --out FILE.json
 
 The same stateful aggregation (the workload of tests/test_replica_groups_spark*.py, bigger) runs on master
 local-cluster[3,1,1024] once per q, each in its own Spark application (q is the controller's; each run gets
@@ -11,7 +11,9 @@ location, and the bytes on the wire between state nodes (TCP payload of every co
 port, both directions, read with `ss`) per commit and replica, against the increments' size. Writes
 {"batch_ms_median": {"0", "1", "2"}, "max_replica_lag_versions", "replicas_identical",
 "bytes_shipped_per_commit", "increment_bytes_per_commit", "per_q": {...}, "workload": {...}}, prints a
-table with ratios to q=0, and writes a PNG next to the JSON.
+table with ratios to q=0, and writes a PNG next to the JSON. With `--rounds N` (default 2 for the full run)
+every q runs N times, in alternating order (0,1,2 then 2,1,0), and each q's median is taken over all its
+rounds' steady-state batches, so that drift in this shared machine's load cancels out of the ratios.
 """
 
 from __future__ import annotations
