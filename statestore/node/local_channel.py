@@ -40,8 +40,9 @@ STATUS_REFUSED = 3
 FLAG_SYNC = 1
 FLAG_REWRITES_HISTORY = 2
 
-# Linux's sockaddr_un holds 108 bytes including the terminating NUL.
-MAX_SOCKET_PATH_BYTES = 107
+# Linux's sockaddr_un holds 108 bytes including the terminating NUL, so Python binds paths of 107 bytes; but
+# Java's UnixDomainSocketAddress refuses 107 ("Unix domain path too long"), and the provider must connect.
+MAX_SOCKET_PATH_BYTES = 106
 # Largest frame accepted: the same bound as the node's gRPC messages.
 MAX_FRAME_BYTES = 512 * 1024 * 1024
 

@@ -58,7 +58,8 @@ final class LocalChannel {
   /** Bound of a sync commit's wait: the node's own sync timeout (10 s) plus a sidecar start. */
   static final long SYNC_WAIT_MS = 45_000;
   /** Longest Unix socket path Linux accepts: {@code sun_path} holds 108 bytes with the terminating NUL. */
-  static final int MAX_SOCKET_PATH_BYTES = 107;
+  // Linux takes 107 bytes of path, but the JDK refuses to connect to one of 107 ("Unix domain path too long").
+  static final int MAX_SOCKET_PATH_BYTES = 106;
   /** File name of the sidecar's socket in its data dir, when the path fits. */
   static final String SOCKET_NAME = "node.sock";
 
@@ -145,7 +146,7 @@ final class LocalChannel {
         + " bytes for the state node of " + dataDir); // unreachable: /tmp/statestore-<pid>-<hash>.sock fits
   }
 
-  /** Whether {@code socket} can be bound: Linux takes at most {@link #MAX_SOCKET_PATH_BYTES} bytes of path. */
+  /** Whether this JVM can connect to {@code socket}: at most {@link #MAX_SOCKET_PATH_BYTES} bytes of path. */
   static boolean socketPathFits(File socket) {
     return pathBytes(socket) <= MAX_SOCKET_PATH_BYTES;
   }
