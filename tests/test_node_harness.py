@@ -4,6 +4,7 @@ digests of stores, and bounded polling. Holds no tests of its own."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -12,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,25 @@ class Cluster:
 
     def logs(self) -> str:
         return "\n".join(f"--- {name}\n{p.log()[-4000:]}" for name, p in self.processes.items())
+
+
+@contextlib.contextmanager
+def running_cluster(
+    root: Path, names: tuple[str, ...], q: int, dead_after: float = 5.0, forget_after: float = 60.0
+) -> Iterator[Cluster]:
+    """A controller and the named nodes, all registered; their logs are printed if the body fails."""
+    cluster = Cluster(root, q=q, dead_after=dead_after, forget_after=forget_after)
+    try:
+        cluster.start_controller()
+        for name in names:
+            cluster.start_node(name)
+        cluster.wait_groups(len(names))
+        yield cluster
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.close()
 
 
 class Primary:

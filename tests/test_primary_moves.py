@@ -5,12 +5,21 @@ never meet on a node or in the controller."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
-from test_node_harness import Cluster, FakeClock, Primary, replica_digest, replica_dir, send_cont, send_stop, wait_until
+from test_node_harness import (
+    Cluster,
+    FakeClock,
+    Primary,
+    replica_digest,
+    replica_dir,
+    running_cluster,
+    send_cont,
+    send_stop,
+    wait_until,
+)
 
 from statestore.controller.membership import Membership
 from statestore.controller.service import ControlService
@@ -92,21 +101,9 @@ def test_a_partition_nobody_claims_is_forgotten_after_forget_after() -> None:
     assert membership.partitions() == []
 
 
-@contextlib.contextmanager
-def _cluster(tmp_path: Path, q: int, dead_after: float = 30.0, forget_after: float = 60.0) -> Iterator[Cluster]:
-    """A controller and nodes node-a, node-b, node-c; their logs are printed if the test fails."""
-    cluster = Cluster(tmp_path, q=q, dead_after=dead_after, forget_after=forget_after)
-    try:
-        cluster.start_controller()
-        for name in ("node-a", "node-b", "node-c"):
-            cluster.start_node(name)
-        cluster.wait_groups(3)
-        yield cluster
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.close()
+def _cluster(tmp_path: Path, q: int, dead_after: float = 30.0, forget_after: float = 60.0) -> Any:
+    """A controller and nodes node-a, node-b, node-c (a context manager)."""
+    return running_cluster(tmp_path, ("node-a", "node-b", "node-c"), q, dead_after, forget_after)
 
 
 def _partition(cluster: Cluster, ref: common_pb2.StoreRef) -> control_pb2.PartitionStatus | None:

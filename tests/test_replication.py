@@ -7,23 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_node_harness import Cluster, Primary, replica_digest, wait_until
+from test_node_harness import Cluster, Primary, replica_digest, running_cluster, wait_until
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(tmp_path, q=2)
-    try:
-        cluster.start_controller()
-        for name in ("node-a", "node-b", "node-c"):
-            cluster.start_node(name)
-        cluster.wait_groups(3)
+    with running_cluster(tmp_path, ("node-a", "node-b", "node-c"), q=2) as cluster:
         yield cluster
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.close()
 
 
 def test_replicas_hold_the_primary_version_and_identical_content(cluster: Cluster, tmp_path: Path) -> None:

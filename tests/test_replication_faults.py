@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from test_node_harness import Cluster, Primary, replica_digest, wait_until
+from test_node_harness import Cluster, Primary, replica_digest, running_cluster, wait_until
 
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
 
@@ -19,18 +19,8 @@ STORE = "3/0/default"
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     # q=1: node-a's partitions are replicated on node-b (the next node on the ring).
-    cluster = Cluster(tmp_path, q=1, dead_after=10.0)
-    try:
-        cluster.start_controller()
-        for name in ("node-a", "node-b"):
-            cluster.start_node(name)
-        cluster.wait_groups(2)
+    with running_cluster(tmp_path, ("node-a", "node-b"), q=1, dead_after=10.0) as cluster:
         yield cluster
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.close()
 
 
 def _caught_up(cluster: Cluster, primary: Primary, node: str = "node-b") -> None:

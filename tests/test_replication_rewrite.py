@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from test_node_harness import Cluster, Primary, replica_digest, wait_until
+from test_node_harness import Cluster, Primary, replica_digest, running_cluster, wait_until
 
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
 
@@ -19,18 +19,9 @@ REPLICAS = ("node-b", "node-c")
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # q=2 over three nodes: node-a's partitions are replicated on node-b and node-c.
-    cluster = Cluster(tmp_path_factory.mktemp("rewrite-cluster"), q=2, dead_after=30.0)
-    try:
-        cluster.start_controller()
-        for name in ("node-a", *REPLICAS):
-            cluster.start_node(name)
-        cluster.wait_groups(3)
+    root = tmp_path_factory.mktemp("rewrite-cluster")
+    with running_cluster(root, ("node-a", *REPLICAS), q=2, dead_after=30.0) as cluster:
         yield cluster
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.close()
 
 
 def _commit(primary: Primary, seed: int, history: str) -> bytes:
