@@ -14,6 +14,7 @@ _os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import (
     CorruptFileError,
+    LineageMismatchError,
     MissingCheckpointFileError,
     StateStoreError,
     StoreIdentityError,
@@ -31,6 +32,7 @@ __all__ = [
     "CheckpointLocation",
     "CorruptFileError",
     "Increment",
+    "LineageMismatchError",
     "MissingCheckpointFileError",
     "Op",
     "StateStoreError",

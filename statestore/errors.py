@@ -53,3 +53,20 @@ class StoreWriteError(StateStoreError):
 
 class UnknownColumnFamilyError(StateStoreError):
     """A column family that does not exist in the store."""
+
+
+class LineageMismatchError(StateStoreError):
+    """An increment whose parent is not the history the store holds: the store followed an abandoned
+    history (Spark re-ran a batch), or the increment belongs to one."""
+
+    def __init__(self, store_id: str, version: int, held: bytes | None, parent: bytes | None, what: str) -> None:
+        super().__init__(
+            f"store {store_id!r}: {what} continues lineage {_hex(parent)}, the store at version {version} holds "
+            f"lineage {_hex(held)}"
+        )
+        self.store_id = store_id
+        self.version = version
+
+
+def _hex(lineage: bytes | None) -> str:
+    return "unknown" if lineage is None else lineage.hex()

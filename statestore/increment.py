@@ -2,10 +2,16 @@
 
 The format is specified in docs/formats.md section 3; the Java provider writes the same bytes. The body
 is columnar so that decoding slices every key and value out in bulk instead of parsing record by record.
+
+Each increment carries its **lineage** (format version 2): a 16-byte id derived from its own bytes and
+from its parent's lineage, so two stores at one version hold the same state exactly when their lineages
+are equal (docs/formats.md section 3.4). Spark re-runs batches after failures; the lineage is what tells
+the history a store followed from an abandoned one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import zlib
 from collections.abc import Iterator
@@ -20,12 +26,20 @@ from statestore.errors import CorruptFileError, UnsupportedFormatError
 
 MAGIC = b"SSIN"
 END_MAGIC = b"NISS"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMAT_VERSIONS = (1, 2)
 FLAG_ZSTD = 0x1
 KNOWN_FLAGS = FLAG_ZSTD
+LINEAGE_BYTES = 16
+# The lineage of version 0, the empty store every history starts from.
+EMPTY_LINEAGE = bytes(LINEAGE_BYTES)
+# Written as the parent of an increment whose parent's lineage is not known (a store restored from format 1
+# files): whoever applies it cannot tell which history it follows.
+UNKNOWN_LINEAGE = b"\xff" * LINEAGE_BYTES
 
 _FIXED_PREFIX = struct.Struct(">4sHH")  # magic, format_version, flags
-_VERSIONS = struct.Struct(">qqIH")  # version, base_version, record_count, cf_count
+_VERSION_PAIR = struct.Struct(">qq")  # version, base_version
+_COUNTS = struct.Struct(">IH")  # record_count, cf_count
 _CF_TAIL = struct.Struct(">Bq")  # state, key_count
 _BODY_LENGTHS = struct.Struct(">qq")  # body_stored_len, body_raw_len
 _TRAILER = struct.Struct(">I4s")  # crc32, end magic
@@ -63,6 +77,10 @@ class Increment:
     cf_indexes: list[int] = field(default_factory=list)
     keys: list[bytes] = field(default_factory=list)
     values: list[bytes] = field(default_factory=list)
+    # Lineage of the version this increment applies to (None: not known); set by the committing store.
+    parent_lineage: bytes | None = None
+    # Lineage of the version it produces; set when it is encoded or decoded (None for format 1 files).
+    lineage: bytes | None = None
 
     @property
     def record_count(self) -> int:
@@ -82,7 +100,10 @@ def _pack_str(text: str) -> bytes:
 
 
 def encode_increment(increment: Increment, compress: bool = False, level: int = 3) -> bytes:
-    """Serialize an increment to the bytes of an increment file (docs/formats.md section 3)."""
+    """Serialize an increment to the bytes of an increment file (docs/formats.md section 3).
+
+    Sets `increment.lineage` to the lineage the file carries (computed from its bytes and its parent's).
+    """
     n = increment.record_count
     key_lens = np.fromiter(map(len, increment.keys), dtype=">u4", count=n)
     value_lens = np.fromiter(map(len, increment.values), dtype=">u4", count=n)
@@ -102,17 +123,36 @@ def encode_increment(increment: Increment, compress: bool = False, level: int = 
 
         stored = zstandard.ZstdCompressor(level=level).compress(body)
         flags |= FLAG_ZSTD
-    header = [
-        _FIXED_PREFIX.pack(MAGIC, FORMAT_VERSION, flags),
-        _pack_str(increment.store_id),
-        _VERSIONS.pack(increment.version, increment.base_version, n, len(increment.column_families)),
-    ]
+    parent = increment.parent_lineage if increment.parent_lineage is not None else UNKNOWN_LINEAGE
+    if len(parent) != LINEAGE_BYTES:
+        raise ValueError(f"parent lineage must be {LINEAGE_BYTES} bytes, got {len(parent)}")
+    before_lineage = b"".join(
+        (
+            _FIXED_PREFIX.pack(MAGIC, FORMAT_VERSION, flags),
+            _pack_str(increment.store_id),
+            _VERSION_PAIR.pack(increment.version, increment.base_version),
+            parent,
+        )
+    )
+    after = [_COUNTS.pack(n, len(increment.column_families))]
     for cf in increment.column_families:
-        header.append(_pack_str(cf.name))
-        header.append(_CF_TAIL.pack(1 if cf.exists else 0, cf.key_count))
-    header.append(_BODY_LENGTHS.pack(len(stored), len(body)))
-    data = b"".join(header) + stored
+        after.append(_pack_str(cf.name))
+        after.append(_CF_TAIL.pack(1 if cf.exists else 0, cf.key_count))
+    after.append(_BODY_LENGTHS.pack(len(stored), len(body)))
+    after.append(stored)
+    after_lineage = b"".join(after)
+    lineage = _lineage_hash(before_lineage, after_lineage)
+    increment.lineage = lineage
+    data = before_lineage + lineage + after_lineage
     return data + _TRAILER.pack(zlib.crc32(data), END_MAGIC)
+
+
+def _lineage_hash(before: bytes | memoryview, after: bytes | memoryview) -> bytes:
+    """The lineage of an increment file: SHA-256 of its bytes before the trailer, the lineage field left
+    out (the parent's lineage is in them), truncated to 16 bytes (docs/formats.md section 3.4)."""
+    digest = hashlib.sha256(before)
+    digest.update(after)
+    return digest.digest()[:LINEAGE_BYTES]
 
 
 class _Reader:
@@ -129,6 +169,13 @@ class _Reader:
         values = fmt.unpack_from(self.data, self.offset)
         self.offset += fmt.size
         return values
+
+    def take(self, n: int) -> bytes:
+        if self.offset + n > len(self.data):
+            raise CorruptFileError(self.source, f"truncated: header ends early at byte {len(self.data)}")
+        chunk = bytes(self.data[self.offset : self.offset + n])
+        self.offset += n
+        return chunk
 
     def string(self) -> str:
         (length,) = self.unpack(_U16)
@@ -151,9 +198,10 @@ def decode_increment(data: bytes, source: str = "<increment bytes>") -> Incremen
     magic, format_version, flags = _FIXED_PREFIX.unpack_from(data, 0)
     if magic != MAGIC:
         raise CorruptFileError(source, f"not an increment file: magic {magic!r}, expected {MAGIC!r}")
-    if format_version != FORMAT_VERSION:
+    if format_version not in READABLE_FORMAT_VERSIONS:
         raise UnsupportedFormatError(
-            source, f"unknown increment format version {format_version} (this code reads {FORMAT_VERSION})"
+            source,
+            f"unknown increment format version {format_version} (this code reads {READABLE_FORMAT_VERSIONS})",
         )
     if flags & ~KNOWN_FLAGS:
         raise UnsupportedFormatError(source, f"unknown increment flags {flags:#06x}")
@@ -161,7 +209,14 @@ def decode_increment(data: bytes, source: str = "<increment bytes>") -> Incremen
     reader = _Reader(data, source)
     reader.offset = _FIXED_PREFIX.size
     store_id = reader.string()
-    version, base_version, record_count, cf_count = reader.unpack(_VERSIONS)
+    version, base_version = reader.unpack(_VERSION_PAIR)
+    parent_lineage = lineage = None
+    lineage_at = -1
+    if format_version >= 2:
+        parent_lineage = reader.take(LINEAGE_BYTES)
+        lineage_at = reader.offset
+        lineage = reader.take(LINEAGE_BYTES)
+    record_count, cf_count = reader.unpack(_COUNTS)
     column_families = []
     for _ in range(cf_count):
         name = reader.string()
@@ -180,11 +235,18 @@ def decode_increment(data: bytes, source: str = "<increment bytes>") -> Incremen
     checksum, end_magic = _TRAILER.unpack_from(data, expected_size - _TRAILER.size)
     if end_magic != END_MAGIC:
         raise CorruptFileError(source, f"bad end marker {end_magic!r}, expected {END_MAGIC!r}")
-    actual = zlib.crc32(memoryview(data)[: expected_size - _TRAILER.size])
+    view = memoryview(data)
+    actual = zlib.crc32(view[: expected_size - _TRAILER.size])
     if actual != checksum:
         raise CorruptFileError(source, f"checksum mismatch: stored {checksum:#010x}, computed {actual:#010x}")
     if version != base_version + 1:
         raise CorruptFileError(source, f"version {version} does not follow base version {base_version}")
+    if lineage is not None:
+        end = expected_size - _TRAILER.size
+        if _lineage_hash(view[:lineage_at], view[lineage_at + LINEAGE_BYTES : end]) != lineage:
+            raise CorruptFileError(source, "lineage does not match the file's bytes")
+        if parent_lineage == UNKNOWN_LINEAGE:
+            parent_lineage = None
 
     body = data[body_start : body_start + stored_len]
     if flags & FLAG_ZSTD:
@@ -198,6 +260,8 @@ def decode_increment(data: bytes, source: str = "<increment bytes>") -> Incremen
         raise CorruptFileError(source, f"body is {len(body)} bytes, header announces {raw_len}")
 
     increment = Increment(store_id, version, base_version, column_families)
+    increment.parent_lineage = parent_lineage
+    increment.lineage = lineage
     _decode_body(increment, body, record_count, source)
     return increment
 
@@ -239,3 +303,35 @@ def read_increment(path: str | Path) -> Increment:
     with open(path, "rb") as f:
         data = f.read()
     return decode_increment(data, str(path))
+
+
+@dataclass(frozen=True)
+class IncrementHeader:
+    """The identity part of an increment's header: enough to tell which history a version belongs to."""
+
+    store_id: str
+    version: int
+    parent_lineage: bytes | None
+    lineage: bytes | None  # None for format 1 files
+
+
+def read_increment_header(data: bytes, source: str = "<increment bytes>") -> IncrementHeader:
+    """The store, version and lineages from the first bytes of an increment file (the lineage fields end
+    within `58 + len(store id)` bytes: a short read suffices). Not a verification of the file: the whole
+    file's checksum is checked only by `decode_increment`. Raises CorruptFileError."""
+    if len(data) < _FIXED_PREFIX.size:
+        raise CorruptFileError(source, f"truncated: {len(data)} bytes")
+    magic, format_version, _flags = _FIXED_PREFIX.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise CorruptFileError(source, f"not an increment file: magic {magic!r}, expected {MAGIC!r}")
+    if format_version not in READABLE_FORMAT_VERSIONS:
+        raise UnsupportedFormatError(source, f"unknown increment format version {format_version}")
+    reader = _Reader(data, source)
+    reader.offset = _FIXED_PREFIX.size
+    store_id = reader.string()
+    version, _base = reader.unpack(_VERSION_PAIR)
+    if format_version < 2:
+        return IncrementHeader(store_id, version, None, None)
+    parent = reader.take(LINEAGE_BYTES)
+    lineage = reader.take(LINEAGE_BYTES)
+    return IncrementHeader(store_id, version, None if parent == UNKNOWN_LINEAGE else parent, lineage)

@@ -117,6 +117,24 @@ def write_snapshot(store: VersionedStore, destination: Path) -> SnapshotManifest
         shutil.rmtree(local.parent, ignore_errors=True)
 
 
+def file_entry(path: Path) -> SnapshotFile:
+    """Size and CRC-32 of a file, read once."""
+    crc = 0
+    size = 0
+    with open(path, "rb") as source:
+        while chunk := source.read(_COPY_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+    return SnapshotFile(path.name, size, crc)
+
+
+def manifest_of(checkpoint_dir: Path, store_id: str, version: int) -> SnapshotManifest:
+    """The manifest of a RocksDB checkpoint's files, read once for their checksums (nothing is copied): what a
+    node streams to a peer from a checkpoint of its replica."""
+    files = tuple(file_entry(f) for f in sorted(checkpoint_dir.iterdir()) if f.is_file())
+    return SnapshotManifest(store_id, version, files)
+
+
 def read_manifest(snapshot_dir: Path) -> SnapshotManifest:
     """Read and check a snapshot's manifest."""
     path = Path(snapshot_dir) / MANIFEST_NAME

@@ -17,19 +17,21 @@ from pathlib import Path
 from rocksdict import AccessType, Checkpoint, Rdict, WriteBatch, WriteOptions
 
 from statestore.errors import (
+    LineageMismatchError,
     StateStoreError,
     StoreIdentityError,
     StoreWriteError,
     UnknownColumnFamilyError,
     VersionMismatchError,
 )
-from statestore.increment import ColumnFamilyState, Increment, Op
+from statestore.increment import EMPTY_LINEAGE, LINEAGE_BYTES, ColumnFamilyState, Increment, Op, encode_increment
 from statestore.options import StoreOptions
 
 DEFAULT_COLUMN_FAMILY = "default"
 META_COLUMN_FAMILY = "__statestore_meta"
 _VERSION_KEY = b"version"
 _STORE_ID_KEY = b"store_id"
+_LINEAGE_KEY = b"lineage"
 _COUNT_PREFIX = b"count/"
 _U64 = struct.Struct(">q")
 # DeleteRange needs an upper bound; keys at or above it (absurd in practice) are deleted one by one.
@@ -72,6 +74,11 @@ class VersionedStore:
         self._write_failed = False
         raw_version = self._meta.get(_VERSION_KEY)
         self._version = _U64.unpack(raw_version)[0] if raw_version is not None else 0
+        raw_lineage = self._meta.get(_LINEAGE_KEY)
+        if raw_lineage is not None and len(raw_lineage) == LINEAGE_BYTES:
+            self._lineage: bytes | None = bytes(raw_lineage)
+        else:  # a store written before lineages, past version 0: which history it holds is not known
+            self._lineage = EMPTY_LINEAGE if self._version == 0 else None
         self._counts: dict[str, int] = {
             key[len(_COUNT_PREFIX) :].decode("utf-8"): _U64.unpack(value)[0]
             for key, value in self._meta.items(from_key=_COUNT_PREFIX)
@@ -124,6 +131,7 @@ class VersionedStore:
             handle = db.get_column_family_handle(META_COLUMN_FAMILY)
             batch.put(_STORE_ID_KEY, store_id.encode("utf-8"), handle)
             batch.put(_VERSION_KEY, _U64.pack(0), handle)
+            batch.put(_LINEAGE_KEY, EMPTY_LINEAGE, handle)
             batch.put(_count_key(DEFAULT_COLUMN_FAMILY), _U64.pack(0), handle)
             db.write(batch)
         elif found_id is None or found_id.decode("utf-8") != store_id:
@@ -171,6 +179,11 @@ class VersionedStore:
     def version(self) -> int:
         """The committed version."""
         return self._version
+
+    @property
+    def lineage(self) -> bytes | None:
+        """The lineage of the committed version (docs/formats.md section 3.4), None when not known."""
+        return self._lineage
 
     @property
     def has_uncommitted_changes(self) -> bool:
@@ -405,7 +418,7 @@ class VersionedStore:
         self._require_writable(f"commit version {self._version + 1}")
         if version is not None and version != self._version + 1:
             raise VersionMismatchError(self.store_id, version - 1, self._version, f"committing version {version}")
-        increment = Increment(self.store_id, self._version + 1, self._version)
+        increment = Increment(self.store_id, self._version + 1, self._version, parent_lineage=self._lineage)
         table: dict[str, int] = {}
 
         def cf_index(cf: str) -> int:
@@ -434,6 +447,8 @@ class VersionedStore:
         increment.column_families = [ColumnFamilyState(cf, self._pending[cf].exists, counts[cf]) for cf in table]
         if before_local_write is not None:
             before_local_write(increment)
+        if increment.lineage is None:
+            encode_increment(increment)  # sets its lineage, which the store records
         self._write(increment)
         return increment
 
@@ -441,6 +456,7 @@ class VersionedStore:
         """Play `increment` on this store; returns False if the store already holds its version.
 
         Raises StoreIdentityError for another store's increment, VersionMismatchError for a version gap,
+        LineageMismatchError when the increment continues another history than the one this store holds,
         StateStoreError if this store has uncommitted writes.
         """
         self._require_writable(f"apply increment {increment.version}")
@@ -458,6 +474,11 @@ class VersionedStore:
         if self._pending:
             raise StateStoreError(
                 f"store {self.store_id!r}: cannot apply increment {increment.version} over uncommitted writes"
+            )
+        parent = increment.parent_lineage
+        if self._lineage is not None and parent is not None and parent != self._lineage:
+            raise LineageMismatchError(
+                self.store_id, self._version, self._lineage, parent, f"increment {increment.version}"
             )
         self._write(increment)
         return True
@@ -477,6 +498,13 @@ class VersionedStore:
                     batch.delete(key, handles[index])
         meta = self._meta_handle
         batch.put(_VERSION_KEY, _U64.pack(increment.version), meta)
+        # Known only when the increment names a parent and it is the lineage this store holds.
+        known = self._lineage is not None and increment.parent_lineage == self._lineage
+        lineage = increment.lineage if known else None
+        if lineage is not None:
+            batch.put(_LINEAGE_KEY, lineage, meta)
+        else:
+            batch.delete(_LINEAGE_KEY, meta)
         for cf in increment.column_families:
             if cf.exists:
                 batch.put(_count_key(cf.name), _U64.pack(cf.key_count), meta)
@@ -491,6 +519,7 @@ class VersionedStore:
                 f"store stays at version {self._version}: {exc}"
             ) from exc
         self._version = increment.version
+        self._lineage = lineage
         for cf in increment.column_families:
             if cf.exists:
                 self._counts[cf.name] = cf.key_count

@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from statestore.increment import ColumnFamilyState, Increment, Op, decode_increment, encode_increment
+from statestore.increment import (
+    EMPTY_LINEAGE,
+    ColumnFamilyState,
+    Increment,
+    Op,
+    decode_increment,
+    encode_increment,
+)
 
 FORMATS = Path(__file__).resolve().parent.parent / "docs" / "formats.md"
 
@@ -26,11 +33,14 @@ def test_the_documented_example_is_what_we_write() -> None:
         [0, 0],
         [b"k", b"gone"],
         [b"v", b""],
+        parent_lineage=EMPTY_LINEAGE,
     )
     assert encode_increment(example) == documented_example()
+    assert example.lineage.hex() in FORMATS.read_text()
 
 
 def test_the_documented_example_reads_back() -> None:
     decoded = decode_increment(documented_example(), "docs/formats.md example")
     assert list(decoded.records()) == [(Op.PUT, "default", b"k", b"v"), (Op.DELETE, "default", b"gone", b"")]
     assert decoded.column_families == [ColumnFamilyState("default", True, 2)]
+    assert decoded.parent_lineage == EMPTY_LINEAGE

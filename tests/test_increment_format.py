@@ -11,13 +11,16 @@ from hypothesis import strategies as st
 
 from statestore.errors import CorruptFileError, UnsupportedFormatError
 from statestore.increment import (
+    EMPTY_LINEAGE,
     END_MAGIC,
+    LINEAGE_BYTES,
     ColumnFamilyState,
     Increment,
     Op,
     decode_increment,
     encode_increment,
     read_increment,
+    read_increment_header,
 )
 
 
@@ -126,9 +129,62 @@ def _with_header_field(data: bytes, offset: int, packed: bytes) -> bytes:
 
 
 def test_unknown_format_version_is_refused() -> None:
-    data = _with_header_field(encode_increment(sample_increment()), 4, struct.pack(">H", 2))
-    with pytest.raises(UnsupportedFormatError, match="unknown increment format version 2"):
+    data = _with_header_field(encode_increment(sample_increment()), 4, struct.pack(">H", 3))
+    with pytest.raises(UnsupportedFormatError, match="unknown increment format version 3"):
         decode_increment(data)
+
+
+def _lineage_offset(increment: Increment) -> int:
+    return 8 + 2 + len(increment.store_id.encode()) + 16 + LINEAGE_BYTES
+
+
+def as_format_1(data: bytes, increment: Increment) -> bytes:
+    """The same increment as a format 1 writer laid it out: no lineage fields."""
+    start = _lineage_offset(increment) - LINEAGE_BYTES
+    body = bytearray(data[:start] + data[start + 2 * LINEAGE_BYTES : -8])
+    body[4:6] = struct.pack(">H", 1)
+    return bytes(body) + struct.pack(">I", zlib.crc32(body)) + END_MAGIC
+
+
+def test_format_1_files_still_read_without_a_lineage() -> None:
+    original = sample_increment()
+    decoded = decode_increment(as_format_1(encode_increment(original), original))
+    assert fields(decoded) == fields(original)
+    assert decoded.lineage is None and decoded.parent_lineage is None
+    assert read_increment_header(as_format_1(encode_increment(original), original)).lineage is None
+
+
+def test_the_lineage_follows_the_parent_and_the_content() -> None:
+    first, second, third = sample_increment(), sample_increment(), sample_increment()
+    first.parent_lineage = second.parent_lineage = EMPTY_LINEAGE
+    third.parent_lineage = b"\x01" * LINEAGE_BYTES
+    a, b, c = encode_increment(first), encode_increment(second), encode_increment(third)
+    assert a == b and first.lineage == second.lineage
+    assert first.lineage != third.lineage
+    assert decode_increment(c).parent_lineage == b"\x01" * LINEAGE_BYTES
+    other = sample_increment()
+    other.parent_lineage = EMPTY_LINEAGE
+    other.values[1] = b"2"
+    encode_increment(other)
+    assert other.lineage != first.lineage
+    header = read_increment_header(a[: 58 + len("0/1/default")])
+    assert (header.store_id, header.version, header.parent_lineage, header.lineage) == (
+        "0/1/default", 5, EMPTY_LINEAGE, first.lineage
+    )
+
+
+def test_an_unknown_parent_reads_back_as_none() -> None:
+    increment = sample_increment()
+    decoded = decode_increment(encode_increment(increment))
+    assert decoded.parent_lineage is None and decoded.lineage == increment.lineage is not None
+
+
+def test_a_lineage_that_does_not_match_the_bytes_is_refused() -> None:
+    increment = sample_increment()
+    data = encode_increment(increment)
+    forged = _with_header_field(data, _lineage_offset(increment), b"\x07" * LINEAGE_BYTES)
+    with pytest.raises(CorruptFileError, match="lineage does not match"):
+        decode_increment(forged)
 
 
 def test_unknown_flags_are_refused() -> None:

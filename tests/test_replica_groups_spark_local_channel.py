@@ -21,7 +21,6 @@ from test_node_harness import PROJECT_ROOT, Cluster, Primary, Process, replica_d
 
 from statestore.node.local_channel import (
     COMMITTED,
-    MATERIALIZE,
     STATUS_ACCEPTED,
     STATUS_REFUSED,
     STATUS_REPLICATED,
@@ -126,7 +125,7 @@ def test_committed_frames_are_shipped_and_answered(channel_cluster: tuple[Cluste
         wrong = Committed(STORE, primary.ref.checkpoint_dir, primary.store.version + 5, False, False, good)
         reply = provider.request(encode_committed(wrong))
         assert reply.status == STATUS_REFUSED and "its increment says" in reply.message
-        reply = provider.request(frame(MATERIALIZE, b""))
+        reply = provider.request(frame(99, b""))
         assert reply.status == STATUS_REFUSED and "not supported" in reply.message
         assert provider.committed(primary, good).status == STATUS_ACCEPTED  # the channel still works
 

@@ -5,13 +5,21 @@ from __future__ import annotations
 import pytest
 
 from statestore import (
+    LineageMismatchError,
     StateStoreError,
     StoreIdentityError,
     UnknownColumnFamilyError,
     VersionedStore,
     VersionMismatchError,
 )
-from statestore.increment import ColumnFamilyState, Increment, Op
+from statestore.increment import (
+    EMPTY_LINEAGE,
+    ColumnFamilyState,
+    Increment,
+    Op,
+    decode_increment,
+    encode_increment,
+)
 
 STORE_ID = "0/0/default"
 
@@ -207,3 +215,44 @@ def test_read_only_open_needs_an_existing_store_of_that_identity(tmp_path) -> No
     VersionedStore.open(tmp_path / "store", STORE_ID).close()
     with pytest.raises(StoreIdentityError):
         VersionedStore.open(tmp_path / "store", "1/1/other", read_only=True)
+
+
+def test_every_version_has_the_lineage_of_its_increment_across_reopening(tmp_path) -> None:
+    with VersionedStore.open(tmp_path / "p", STORE_ID) as primary:
+        assert primary.lineage == EMPTY_LINEAGE
+        primary.put(b"k", b"1")
+        first = primary.commit()
+        assert first.parent_lineage == EMPTY_LINEAGE and primary.lineage == first.lineage
+        primary.put(b"k", b"2")
+        second = primary.commit()
+        assert second.parent_lineage == first.lineage and primary.lineage == second.lineage
+    with VersionedStore.open(tmp_path / "p", STORE_ID) as reopened:
+        assert reopened.lineage == second.lineage
+
+
+def test_apply_refuses_an_increment_of_another_history(tmp_path) -> None:
+    """Spark re-ran batch 1 with other input: a store holding the abandoned version 1 must not take version 2."""
+    with (
+        VersionedStore.open(tmp_path / "a", STORE_ID) as abandoned,
+        VersionedStore.open(tmp_path / "b", STORE_ID) as real,
+        VersionedStore.open(tmp_path / "r", STORE_ID) as replica,
+    ):
+        abandoned.put(b"k", b"lost")
+        replica.apply(decode_increment(encode_increment(abandoned.commit())))
+        real.put(b"k", b"kept")
+        real.commit()
+        real.put(b"k2", b"v")
+        second = decode_increment(encode_increment(real.commit()))
+        with pytest.raises(LineageMismatchError, match="increment 2 continues lineage"):
+            replica.apply(second)
+        assert replica.version == 1 and replica.get(b"k") == b"lost"
+
+
+def test_a_store_on_an_unknown_history_stays_unknown(store: VersionedStore) -> None:
+    """An increment without a lineage (format 1) leaves the store's history unknown, and what follows too."""
+    store.apply(Increment(STORE_ID, 1, 0, [ColumnFamilyState("default", True, 0)]))
+    assert store.lineage is None
+    store.put(b"k", b"v")
+    increment = store.commit()
+    assert increment.parent_lineage is None and store.lineage is None
+    assert decode_increment(encode_increment(increment)).parent_lineage is None

@@ -43,6 +43,8 @@ class NodeRecord:
     address: str
     last_seen: float
     rack: str = ""  # empty: the node is its own rack
+    executor_id: str = ""  # the Spark executor whose state the node keeps (empty: not known)
+    executor_host: str = ""
     primaries: dict[str, Claim] = field(default_factory=dict)  # partition key -> claim
     replicas_held: dict[str, int] = field(default_factory=dict)  # partition key -> version held
     replica_sizes: dict[str, int] = field(default_factory=dict)  # partition key -> bytes on disk
@@ -76,25 +78,59 @@ class Membership:
         self._nodes: dict[str, NodeRecord] = {}
         self._last_known: dict[str, PartitionRecord] = {}
         self._forgotten: dict[str, float] = {}  # partition key -> when it was forgotten
+        self._lost: set[str] = set()  # nodes whose Spark executor was removed: dead for good
         self._lock = threading.Lock()
 
     def register(self, node: control_pb2.NodeRef) -> None:
-        """A node joins or rejoins."""
+        """A node joins or rejoins (a node whose executor Spark removed stays dead: it may still be winding
+        down, and Spark never reuses an executor id)."""
         with self._lock:
+            if node.node_id in self._lost:
+                return
             record = self._nodes.get(node.node_id)
             if record is None:
-                self._nodes[node.node_id] = NodeRecord(node.node_id, node.address, self._clock(), node.rack)
+                record = self._nodes[node.node_id] = NodeRecord(node.node_id, node.address, self._clock(), node.rack)
             else:
                 record.address = node.address
                 record.rack = node.rack
                 record.last_seen = self._clock()
+            record.executor_id = node.executor_id
+            record.executor_host = node.executor_host
+
+    def lose(self, node_id: str) -> bool:
+        """Spark removed the node's executor: the node is dead from now on, without waiting for missed
+        heartbeats. Returns whether the node was known."""
+        with self._lock:
+            self._lost.add(node_id)
+            record = self._nodes.get(node_id)
+            if record is not None:
+                record.last_seen = float("-inf")
+            return record is not None
+
+    def node_of_executor(self, executor_id: str) -> str | None:
+        """The node keeping the state of Spark executor `executor_id` (a sidecar's node id is its executor's)."""
+        with self._lock:
+            for record in self._nodes.values():
+                if record.executor_id == executor_id:
+                    return record.node_id
+            return executor_id if executor_id in self._nodes else None
+
+    def holders(self, key: str) -> list[tuple[NodeRecord, int]]:
+        """The live nodes holding a replica of partition `key`, with the version each holds, freshest first."""
+        with self._lock:
+            found = [
+                (r, r.replicas_held[key]) for r in self._nodes.values() if key in r.replicas_held and self.is_alive(r)
+            ]
+        return sorted(found, key=lambda pair: (-pair[1], len(pair[0].primaries), pair[0].node_id))
 
     def heartbeat(self, request: control_pb2.HeartbeatRequest) -> None:
         """Record a node's heartbeat (registering it if it is unknown, e.g. after a controller restart)."""
         self.register(request.node)
         now = self._clock()
         with self._lock:
-            record = self._nodes[request.node.node_id]
+            record = self._nodes.get(request.node.node_id)
+            if record is None or request.node.node_id in self._lost:
+                return
             record.primaries = {
                 partition_key(p.store): Claim(p, now - max(p.seconds_since_commit, 0.0)) for p in request.primaries
             }

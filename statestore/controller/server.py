@@ -11,6 +11,7 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from handover.failover import Steer, SteerFunction
 from statestore.controller.membership import Membership
 from statestore.controller.service import ControlService
 from statestore.node.logs import log_event
@@ -63,6 +64,11 @@ class Controller:
             dead_after=self.membership.dead_after,
         )
         return self.port
+
+    def executor_lost(self, executor_id: str, steer: SteerFunction) -> list[Steer]:
+        """Spark removed executor `executor_id`: fail its partitions over to their replica holders, steering
+        each partition's next task with `steer` (handover.failover)."""
+        return self._service.failover.executor_lost(executor_id, steer)
 
     def stop(self, grace: float = 2.0) -> None:
         """Stop serving."""

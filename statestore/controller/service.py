@@ -6,10 +6,12 @@ import logging
 
 import grpc
 
+from handover.failover import Failover
 from statestore.controller.membership import Membership, PartitionRecord
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.status import build_status, replica_groups_of
 from statestore.node.logs import log_event
+from statestore.partition_key import normalized, partition_key
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
 
 _log = logging.getLogger("statestore.controller")
@@ -22,6 +24,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
         self._membership = membership
         self._q = replication_factor
         self.replica_groups = ReplicaGroups(membership, replication_factor)
+        self.failover = Failover(membership)
         self._heartbeat_interval = heartbeat_interval
 
     def Register(
@@ -96,5 +99,15 @@ class ControlService(control_pb2_grpc.ControlServicer):
         return node_id not in {r.node_id for r in partition.report.replicas}
 
     def Status(self, request: control_pb2.StatusRequest, context: grpc.ServicerContext) -> control_pb2.StatusReply:
-        """Nodes, partitions, replica groups, versions held and lag."""
-        return build_status(self._membership, self.replica_groups, self._q)
+        """Nodes, partitions, replica groups, versions held and lag, how each partition was last loaded."""
+        return build_status(self._membership, self.replica_groups, self._q, self.failover)
+
+    def Locate(self, request: common_pb2.StoreRef, context: grpc.ServicerContext) -> control_pb2.LocateReply:
+        """The live nodes holding a replica of the partition, freshest first."""
+        key = partition_key(normalized(request))
+        return control_pb2.LocateReply(
+            holders=[
+                control_pb2.Holder(node=control_pb2.NodeRef(node_id=r.node_id, address=r.address), version=v)
+                for r, v in self._membership.holders(key)
+            ]
+        )

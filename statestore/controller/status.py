@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from handover.failover import Failover
 from statestore.controller.membership import Membership
 from statestore.controller.placement_inputs import demand_of
 from statestore.controller.replica_groups import ReplicaGroups
@@ -27,7 +28,9 @@ def replica_groups_of(
     return groups
 
 
-def build_status(membership: Membership, chooser: ReplicaGroups, q: int) -> control_pb2.StatusReply:
+def build_status(
+    membership: Membership, chooser: ReplicaGroups, q: int, failover: Failover | None = None
+) -> control_pb2.StatusReply:
     """The Status answer."""
     plan = chooser.current()
     reply = control_pb2.StatusReply(
@@ -47,7 +50,12 @@ def build_status(membership: Membership, chooser: ReplicaGroups, q: int) -> cont
     for record in records:
         reply.nodes.append(
             control_pb2.NodeStatus(
-                node=control_pb2.NodeRef(node_id=record.node_id, address=record.address),
+                node=control_pb2.NodeRef(
+                    node_id=record.node_id,
+                    address=record.address,
+                    executor_id=record.executor_id,
+                    executor_host=record.executor_host,
+                ),
                 alive=membership.is_alive(record),
                 seconds_since_heartbeat=membership.seconds_since(record),
                 primaries=len(record.primaries),
@@ -66,7 +74,10 @@ def build_status(membership: Membership, chooser: ReplicaGroups, q: int) -> cont
             primary_version=report.version,
             increment_bytes=demand.increment_bytes,
             state_bytes=demand.size_bytes,
+            steered_to=failover.steered(key) if failover is not None else "",
         )
+        if report.HasField("last_load"):
+            status.last_load.CopyFrom(report.last_load)
         for node_id in chooser.choose_replica_group(key, partition.primary):
             record = by_id.get(node_id)
             held = record.replicas_held.get(key, 0) if record else 0
@@ -99,6 +110,7 @@ def format_status(reply: control_pb2.StatusReply) -> str:
         [
             n.node.node_id,
             n.node.address,
+            f"{n.node.executor_id}@{n.node.executor_host}" if n.node.executor_host else "-",
             "alive" if n.alive else "dead",
             f"{n.seconds_since_heartbeat:.1f}s",
             str(n.primaries),
@@ -111,19 +123,21 @@ def format_status(reply: control_pb2.StatusReply) -> str:
     partitions = []
     for p in reply.partitions:
         replicas = list(p.replicas) or [None]
-        for r in replicas:
+        for index, r in enumerate(replicas):
             partitions.append(
                 ([query_root(p.store.checkpoint_dir)] if several else [])
                 + [
                     p.store.store_id,
                     p.primary_node,
                     str(p.primary_version),
+                    describe_load(p.last_load) if index == 0 and p.HasField("last_load") else "",
                     r.node_id if r else "-",
                     str(r.version_held) if r else "-",
                     str(r.lag_versions) if r else "-",
                     str(r.lag_bytes) if r else "-",
                 ]
             )
+    steered = [f"{p.store.store_id}: steered to {p.steered_to}" for p in reply.partitions if p.steered_to]
     cost = reply.placement
     placement = (
         f"placement: cost {cost.total:.4g} = traffic {cost.traffic:.4g} + load {cost.load:.4g} + migration "
@@ -132,13 +146,20 @@ def format_status(reply: control_pb2.StatusReply) -> str:
     )
     return (
         f"replication factor q={reply.replication_factor}\n{placement}\n\nNODES\n"
-        + _table(["node", "address", "state", "last heartbeat", "primaries", "replicas"], nodes)
+        + _table(["node", "address", "executor", "state", "last heartbeat", "primaries", "replicas"], nodes)
         + "\n\nPARTITIONS"
         + (f" of the query checkpointed at {roots[0]}" if len(roots) == 1 else "")
         + "\n"
         + _table(
             (["query"] if several else [])
-            + ["partition", "primary", "version", "replica", "held", "lag versions", "lag bytes"],
+            + ["partition", "primary", "version", "loaded from", "replica", "held", "lag versions", "lag bytes"],
             partitions,
         )
+        + ("\n\nFAILOVER\n" + "\n".join(steered) if steered else "")
     )
+
+
+def describe_load(load: control_pb2.LoadReport) -> str:
+    """How a partition was last loaded, in a few words: `replica v12+1 35ms`."""
+    applied = f"+{load.versions_applied}" if load.versions_applied else ""
+    return f"{load.source} v{load.from_version}{applied} {load.millis}ms"

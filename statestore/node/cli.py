@@ -23,6 +23,12 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         default="",
         help="the node's rack, for placement (default: $STATESTORE_NODE_RACK, else the node is its own rack)",
     )
+    parser.add_argument(
+        "--executor-host",
+        default="",
+        help="host of the Spark executor whose state this node keeps, as Spark's scheduler names it (a sidecar's "
+        "provider passes it; with --node-id set to the executor id, the driver can steer tasks to this node)",
+    )
     parser.add_argument("--heartbeat-interval", type=float, default=0.5, metavar="SECONDS")
     parser.add_argument(
         "--max-in-flight-mb", type=float, default=64, help="unacked bytes per replica before ship waits"
@@ -53,6 +59,8 @@ def _run(args: argparse.Namespace) -> int:
         node_id=args.node_id,
         advertise=args.advertise,
         rack=args.rack or os.environ.get(RACK_ENV, ""),
+        executor_id=args.node_id if args.executor_host else "",
+        executor_host=args.executor_host,
         heartbeat_interval=args.heartbeat_interval,
         max_in_flight_bytes=int(args.max_in_flight_mb * MIB),
         backpressure_timeout=args.backpressure_timeout,

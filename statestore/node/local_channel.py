@@ -1,8 +1,11 @@
-"""The local channel: the provider in the executor JVM hands each committed increment to its state node.
+"""The local channel between the provider in the executor JVM and its state node.
 
 A Unix domain socket speaking the framed messages of docs/formats.md section 6. Every `COMMITTED` takes
 the same path as `Primary.Ship`: the increment is verified, kept in the increment log and queued for the
-partition's replica group; the node answers with one `REPLY` per request, in order.
+partition's replica group. `MATERIALIZE` asks for the node's copy of a partition as a RocksDB checkpoint
+(answered by one `MATERIALIZED`), `PROMOTE` makes the node a partition's primary, `DEMOTE` hands it the
+provider's unloaded directory to keep as a replica, `RELEASED` says the provider unloaded a partition. The
+node answers every other request with one `REPLY`, in order.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ import socket
 import stat
 import struct
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from statestore.errors import StateStoreError
 from statestore.node.logs import log_event
@@ -31,6 +34,11 @@ MATERIALIZE = 3
 PROMOTE = 4
 DEMOTE = 5
 RELEASED = 6
+MATERIALIZED = 7
+
+MATERIALIZED_OK = 0
+MATERIALIZED_NONE = 1
+MATERIALIZED_FAILED = 2
 
 STATUS_ACCEPTED = 0
 STATUS_REPLICATED = 1
@@ -39,6 +47,10 @@ STATUS_REFUSED = 3
 
 FLAG_SYNC = 1
 FLAG_REWRITES_HISTORY = 2
+FLAG_PEER = 1
+
+LINEAGE_BYTES = 16
+_UNKNOWN_LINEAGE = b"\xff" * LINEAGE_BYTES
 
 # Linux's sockaddr_un holds 108 bytes including the terminating NUL, so Python binds paths of 107 bytes; but
 # Java's UnixDomainSocketAddress refuses 107 ("Unix domain path too long"), and the provider must connect.
@@ -76,6 +88,65 @@ class Released:
 
 
 @dataclass(frozen=True)
+class Materialize:
+    """A `MATERIALIZE` frame: write a RocksDB checkpoint of the node's copy of the partition, at `version` or
+    below, into `target_dir`; `allow_peer`: fetch one from a peer node if this node holds none; the provider
+    waits `deadline_ms`."""
+
+    store_id: str
+    checkpoint_dir: str
+    version: int
+    target_dir: str
+    allow_peer: bool
+    deadline_ms: int
+
+
+@dataclass(frozen=True)
+class Materialized:
+    """A `MATERIALIZED` frame: what is now in the target directory (status 0), or why nothing is."""
+
+    status: int
+    version: int
+    lineage: bytes | None
+    source: int
+    message: str
+
+
+@dataclass(frozen=True)
+class Promote:
+    """A `PROMOTE` frame: the provider loaded `version` of the partition to write it, from `source` (0 local,
+    1 replica, 2 peer, 3 checkpoint location), applying `versions_applied` increments in `millis`; `run_id`,
+    `state_root`, `executor_id` and `executor_host` name it for Spark's scheduler (steering)."""
+
+    store_id: str
+    checkpoint_dir: str
+    version: int
+    lineage: bytes | None
+    source: int
+    versions_applied: int
+    millis: int
+    run_id: str
+    state_root: str
+    executor_id: str
+    executor_host: str
+
+
+@dataclass(frozen=True)
+class Demote:
+    """A `DEMOTE` frame: the provider unloaded the partition; its closed directory `directory`, at `version`
+    with `lineage`, is the node's to adopt as a replica."""
+
+    store_id: str
+    checkpoint_dir: str
+    version: int
+    lineage: bytes | None
+    directory: str
+
+
+SOURCE_NAMES = {0: "local", 1: "replica", 2: "peer", 3: "checkpoint"}
+
+
+@dataclass(frozen=True)
 class Reply:
     """A `REPLY` frame."""
 
@@ -109,6 +180,10 @@ class _Reader:
 
     def u64(self) -> int:
         return struct.unpack(">Q", self.take(8))[0]
+
+    def lineage(self) -> bytes | None:
+        value = self.take(LINEAGE_BYTES)
+        return None if value == _UNKNOWN_LINEAGE else value
 
     def string(self) -> str:
         try:
@@ -171,6 +246,106 @@ def decode_released(fields: bytes) -> Released:
     checkpoint_dir = reader.string()
     reader.end()
     return Released(store_id, checkpoint_dir)
+
+
+def _lineage(value: bytes | None) -> bytes:
+    return _UNKNOWN_LINEAGE if value is None else value
+
+
+def encode_materialize(message: Materialize) -> bytes:
+    """The `MATERIALIZE` frame of `message` (what the provider sends to load a partition)."""
+    fields = (
+        _string(message.store_id)
+        + _string(message.checkpoint_dir)
+        + struct.pack(">Q", message.version)
+        + _string(message.target_dir)
+        + struct.pack(">BI", FLAG_PEER if message.allow_peer else 0, message.deadline_ms)
+    )
+    return frame(MATERIALIZE, fields)
+
+
+def decode_materialize(fields: bytes) -> Materialize:
+    """The `MATERIALIZE` message whose fields are `fields`. Raises FrameError."""
+    reader = _Reader(fields)
+    store_id, checkpoint_dir, version, target = reader.string(), reader.string(), reader.u64(), reader.string()
+    flags = reader.u8()
+    if flags & ~FLAG_PEER:
+        raise FrameError(f"unknown flag bits {flags:#04x}")
+    deadline_ms = reader.u32()
+    reader.end()
+    return Materialize(store_id, checkpoint_dir, version, target, bool(flags & FLAG_PEER), deadline_ms)
+
+
+def encode_materialized(message: Materialized) -> bytes:
+    """The `MATERIALIZED` frame answering a `MATERIALIZE`."""
+    fields = (
+        struct.pack(">BQ", message.status, message.version)
+        + _lineage(message.lineage)
+        + bytes([message.source])
+        + _string(message.message[:4000])
+    )
+    return frame(MATERIALIZED, fields)
+
+
+def decode_materialized(fields: bytes) -> Materialized:
+    """The `MATERIALIZED` message whose fields are `fields`. Raises FrameError."""
+    reader = _Reader(fields)
+    status, version, lineage = reader.u8(), reader.u64(), reader.lineage()
+    source, message = reader.u8(), reader.string()
+    reader.end()
+    return Materialized(status, version, lineage, source, message)
+
+
+def encode_promote(message: Promote) -> bytes:
+    """The `PROMOTE` frame of `message`."""
+    fields = (
+        _string(message.store_id)
+        + _string(message.checkpoint_dir)
+        + struct.pack(">Q", message.version)
+        + _lineage(message.lineage)
+        + struct.pack(">BII", message.source, message.versions_applied, message.millis)
+        + _string(message.run_id)
+        + _string(message.state_root)
+        + _string(message.executor_id)
+        + _string(message.executor_host)
+    )
+    return frame(PROMOTE, fields)
+
+
+def decode_promote(fields: bytes) -> Promote:
+    """The `PROMOTE` message whose fields are `fields`. Raises FrameError."""
+    reader = _Reader(fields)
+    store_id, checkpoint_dir, version, lineage = reader.string(), reader.string(), reader.u64(), reader.lineage()
+    source, applied, millis = reader.u8(), reader.u32(), reader.u32()
+    if source not in SOURCE_NAMES:
+        raise FrameError(f"unknown load source {source}")
+    run_id, state_root, executor_id, executor_host = reader.string(), reader.string(), reader.string(), reader.string()
+    reader.end()
+    return Promote(
+        store_id, checkpoint_dir, version, lineage, source, applied, millis, run_id, state_root, executor_id,
+        executor_host,
+    )
+
+
+def encode_demote(message: Demote) -> bytes:
+    """The `DEMOTE` frame of `message`."""
+    fields = (
+        _string(message.store_id)
+        + _string(message.checkpoint_dir)
+        + struct.pack(">Q", message.version)
+        + _lineage(message.lineage)
+        + _string(message.directory)
+    )
+    return frame(DEMOTE, fields)
+
+
+def decode_demote(fields: bytes) -> Demote:
+    """The `DEMOTE` message whose fields are `fields`. Raises FrameError."""
+    reader = _Reader(fields)
+    store_id, checkpoint_dir, version, lineage = reader.string(), reader.string(), reader.u64(), reader.lineage()
+    directory = reader.string()
+    reader.end()
+    return Demote(store_id, checkpoint_dir, version, lineage, directory)
 
 
 def encode_reply(reply: Reply) -> bytes:
@@ -236,10 +411,6 @@ def _header_mismatch(message: Committed) -> str:
 
 # ----------------------------------------------------------------------------- the server
 
-ShipFunction = Callable[[common_pb2.StoreRef, "Committed"], "ShipResult"]
-ReleaseFunction = Callable[[common_pb2.StoreRef], bool]
-
-
 @dataclass(frozen=True)
 class ShipResult:
     """What the shipping path did with one increment: whether a replica acked it (sync) and a note."""
@@ -248,13 +419,31 @@ class ShipResult:
     detail: str
 
 
+class LocalPrimary(Protocol):
+    """What the node does for its local provider; every store it is given is normalized."""
+
+    def ship(self, store: common_pb2.StoreRef, message: Committed) -> ShipResult:
+        """COMMITTED: ship the increment to the partition's replica group."""
+
+    def release(self, store: common_pb2.StoreRef) -> bool:
+        """RELEASED: stop being the partition's primary; returns whether the node was."""
+
+    def materialize(self, store: common_pb2.StoreRef, message: Materialize) -> Materialized:
+        """MATERIALIZE: write the node's copy of the partition into the target directory."""
+
+    def promote(self, store: common_pb2.StoreRef, message: Promote) -> str:
+        """PROMOTE: become the partition's primary; returns a note for the REPLY."""
+
+    def demote(self, store: common_pb2.StoreRef, message: Demote) -> str:
+        """DEMOTE: stop being the partition's primary and adopt the directory as a replica; returns a note."""
+
+
 class LocalChannelServer:
     """Serves the local socket: one thread accepts, one thread per connection answers its requests in order."""
 
-    def __init__(self, path: Path, ship: ShipFunction, release: ReleaseFunction) -> None:
+    def __init__(self, path: Path, primary: LocalPrimary) -> None:
         self.path = Path(path)
-        self._ship = ship
-        self._release = release
+        self._primary = primary
         self._listener: socket.socket | None = None
         self._connections: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -320,7 +509,7 @@ class LocalChannelServer:
                 if received is None:
                     return
                 frame_type, fields = received
-                conn.sendall(encode_reply(self._answer(frame_type, fields)))
+                conn.sendall(self._answer(frame_type, fields))
         except OSError:
             pass  # the provider went away; it reconnects on a later commit
         finally:
@@ -328,11 +517,22 @@ class LocalChannelServer:
                 self._connections.discard(conn)
             conn.close()
 
-    def _answer(self, frame_type: int, fields: bytes) -> Reply:
-        if frame_type == RELEASED:
-            return self._answer_released(fields)
-        if frame_type != COMMITTED:
-            return Reply(STATUS_REFUSED, f"frame type {frame_type} is not supported by this node")
+    def _answer(self, frame_type: int, fields: bytes) -> bytes:
+        """The whole answer frame to one request: a `MATERIALIZED` for `MATERIALIZE`, else a `REPLY`."""
+        if frame_type == MATERIALIZE:
+            return encode_materialized(self._answer_materialize(fields))
+        handlers = {
+            COMMITTED: self._answer_committed,
+            RELEASED: self._answer_released,
+            PROMOTE: self._answer_promote,
+            DEMOTE: self._answer_demote,
+        }
+        handler = handlers.get(frame_type)
+        if handler is None:
+            return encode_reply(Reply(STATUS_REFUSED, f"frame type {frame_type} is not supported by this node"))
+        return encode_reply(handler(fields))
+
+    def _answer_committed(self, fields: bytes) -> Reply:
         try:
             message = decode_committed(fields)
         except FrameError as exc:
@@ -340,11 +540,8 @@ class LocalChannelServer:
         mismatch = _header_mismatch(message)
         if mismatch:
             return Reply(STATUS_REFUSED, mismatch)
-        store = common_pb2.StoreRef(
-            store_id=message.store_id, checkpoint_dir=normalized_checkpoint_dir(message.checkpoint_dir)
-        )
         try:
-            result = self._ship(store, message)
+            result = self._primary.ship(_store(message.store_id, message.checkpoint_dir), message)
         except StateStoreError as exc:
             log_event(
                 _log,
@@ -374,11 +571,33 @@ class LocalChannelServer:
             message = decode_released(fields)
         except FrameError as exc:
             return Reply(STATUS_REFUSED, f"bad RELEASED frame: {exc}")
-        store = common_pb2.StoreRef(
-            store_id=message.store_id, checkpoint_dir=normalized_checkpoint_dir(message.checkpoint_dir)
-        )
-        was_primary = self._release(store)
+        was_primary = self._primary.release(_store(message.store_id, message.checkpoint_dir))
         return Reply(STATUS_ACCEPTED, "released" if was_primary else "was not primary here")
+
+    def _answer_materialize(self, fields: bytes) -> Materialized:
+        try:
+            message = decode_materialize(fields)
+        except FrameError as exc:
+            return Materialized(MATERIALIZED_FAILED, 0, None, 0, f"bad MATERIALIZE frame: {exc}")
+        try:
+            return self._primary.materialize(_store(message.store_id, message.checkpoint_dir), message)
+        except Exception as exc:  # the provider must get an answer: it then restores from the checkpoint location
+            log_event(_log, "materialize_failed", logging.ERROR, store=message.store_id, error=repr(exc))
+            return Materialized(MATERIALIZED_FAILED, 0, None, 0, f"node failed: {exc!r}")
+
+    def _answer_promote(self, fields: bytes) -> Reply:
+        try:
+            message = decode_promote(fields)
+        except FrameError as exc:
+            return Reply(STATUS_REFUSED, f"bad PROMOTE frame: {exc}")
+        return Reply(STATUS_ACCEPTED, self._primary.promote(_store(message.store_id, message.checkpoint_dir), message))
+
+    def _answer_demote(self, fields: bytes) -> Reply:
+        try:
+            message = decode_demote(fields)
+        except FrameError as exc:
+            return Reply(STATUS_REFUSED, f"bad DEMOTE frame: {exc}")
+        return Reply(STATUS_ACCEPTED, self._primary.demote(_store(message.store_id, message.checkpoint_dir), message))
 
     def stop(self) -> None:
         """Stop accepting, close every connection and remove the socket file."""
@@ -396,3 +615,7 @@ class LocalChannelServer:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
             conn.close()
+
+
+def _store(store_id: str, checkpoint_dir: str) -> common_pb2.StoreRef:
+    return common_pb2.StoreRef(store_id=store_id, checkpoint_dir=normalized_checkpoint_dir(checkpoint_dir))

@@ -39,7 +39,13 @@ class Heartbeater:
         self._on_groups = on_groups
         self._on_demoted = on_demoted
         self._on_retired = on_retired
-        self._node = control_pb2.NodeRef(node_id=settings.identity, address=settings.address, rack=settings.rack)
+        self._node = control_pb2.NodeRef(
+            node_id=settings.identity,
+            address=settings.address,
+            rack=settings.rack,
+            executor_id=settings.executor_id,
+            executor_host=settings.executor_host,
+        )
         self._channel = grpc.insecure_channel(settings.controller) if settings.controller else None
         self._stub = control_pb2_grpc.ControlStub(self._channel) if self._channel else None
         self._stop = threading.Event()
@@ -54,6 +60,14 @@ class Heartbeater:
             log_event(_log, "no_controller", logging.WARNING, note="replica groups stay empty without a controller")
             return
         self._thread.start()
+
+    def set_executor(self, executor_id: str, executor_host: str) -> None:
+        """The Spark executor this node serves (a provider's PROMOTE names it), sent from the next heartbeat."""
+        with self._beat_lock:
+            if (self._node.executor_id, self._node.executor_host) != (executor_id, executor_host):
+                self._node.executor_id = executor_id
+                self._node.executor_host = executor_host
+                log_event(_log, "executor_known", executor_id=executor_id, executor_host=executor_host)
 
     def beat(self) -> bool:
         """One heartbeat now (registering first if needed); returns whether the controller answered."""

@@ -33,7 +33,7 @@ from urllib.parse import quote
 import grpc
 
 from statestore.checkpoint_location import CheckpointLocation
-from statestore.errors import CorruptFileError, StateStoreError
+from statestore.errors import CorruptFileError, LineageMismatchError, StateStoreError
 from statestore.increment import Increment, decode_increment
 from statestore.node.bootstrap import receive_snapshot
 from statestore.node.catch_up import pull_from_node, read_from_checkpoint_location
@@ -110,6 +110,11 @@ class Replica:
         """The version held."""
         return self._store.version
 
+    @property
+    def lineage(self) -> bytes | None:
+        """The lineage of the version held (docs/formats.md section 3.4), None when not known."""
+        return self._store.lineage
+
     def size_bytes(self) -> int:
         """Bytes of the replica's store on disk, measured at most every few seconds (for placement)."""
         now = time.monotonic()
@@ -167,7 +172,15 @@ class Replica:
         if version <= self.version:
             return Receipt(Outcome.DUPLICATE, self.version)
         if increment.base_version == self.version:
-            self._apply(increment, checksum)
+            try:
+                self._apply(increment, checksum)
+            except LineageMismatchError as exc:
+                # This replica holds a history Spark abandoned (its parent is not the increment's): rebuild it on
+                # the checkpoint location's history, then apply. Fails again only if that disagrees too.
+                log_event(_log, "lineage_mismatch", logging.WARNING, store=self.store_id, error=str(exc))
+                self._rewind(increment.base_version, primary_address, "lineage")
+                self._fill(increment.base_version, primary_address)
+                self._apply(increment, checksum)
             self._drain_buffer()
             return Receipt(Outcome.APPLIED, self.version)
         self._keep_in_buffer(increment, checksum)
@@ -368,6 +381,22 @@ class Replica:
 
     # ----------------------------------------------------------------- serving and closing
 
+    def checkpoint_into(self, target: Path, at_most: int) -> tuple[int, bytes] | str:
+        """A RocksDB checkpoint of this replica (hard links where the file system allows) written to `target`,
+        if it holds `at_most` or an older version of a known lineage: returns (version, lineage); else why not.
+        Under the replica's lock, so no increment is applied meanwhile."""
+        with self._lock:
+            if self._retired:
+                return "the replica was dropped"
+            if self.version > at_most:
+                return f"the replica holds version {self.version}, past {at_most}"
+            if self.lineage is None:
+                return f"the lineage of the replica's version {self.version} is not known"
+            if self.version == 0:
+                return "the replica is empty"
+            self._store.checkpoint(target)
+            return self.version, self.lineage
+
     def locked(self) -> threading.RLock:
         """The replica's lock: hold it to read `store` while no increment is applied."""
         return self._lock
@@ -468,6 +497,39 @@ class ReplicaSet:
                 replica = self._replicas[key] = Replica(directory, ref, self._settings)
                 log_event(_log, "replica_created", store=ref.store_id, checkpoint=ref.checkpoint_dir)
         return replica
+
+    def adopt(self, ref: common_pb2.StoreRef, db_dir: Path, version: int, lineage: bytes | None) -> str:
+        """Take `db_dir`, a closed store of partition `ref` at `version` with `lineage` (a provider's unloaded
+        local directory, docs/formats.md section 6 DEMOTE), as this node's replica of it: moved, not copied
+        (it must be on the data dir's file system). Refused (returns why; `db_dir` is left where it is) when a
+        replica is held already or the directory is not what it claims. Returns a note."""
+        key = partition_key(ref)
+        with self._lock:
+            if key in self._replicas:
+                return f"kept the replica held (version {self._replicas[key].version}); the directory is not needed"
+            directory = self.root / replica_directory_name(ref)
+            directory.mkdir(parents=True, exist_ok=True)
+            try:
+                os.rename(db_dir, directory / _DB_DIR)
+            except OSError as exc:
+                shutil.rmtree(directory, ignore_errors=True)
+                return f"cannot move {db_dir} into {directory}: {exc.strerror or exc}"
+            try:
+                replica = Replica(directory, ref, self._settings)
+            except StateStoreError as exc:
+                shutil.rmtree(directory, ignore_errors=True)
+                return f"not adopted: {exc}"
+            if replica.version != version or replica.lineage is None or replica.lineage != lineage:
+                replica.close()
+                shutil.rmtree(directory, ignore_errors=True)
+                return (
+                    f"not adopted: the directory holds version {replica.version}, lineage "
+                    f"{replica.lineage.hex() if replica.lineage else 'unknown'}, not version {version} as announced"
+                )
+            _write_ref(directory, ref)
+            self._replicas[key] = replica
+        log_event(_log, "replica_adopted", store=ref.store_id, checkpoint=ref.checkpoint_dir, version=version)
+        return f"adopted as a replica at version {version}"
 
     def drop(self, ref: common_pb2.StoreRef, reason: str) -> bool:
         """Delete the replica of `ref` if held; returns whether one was. Called when this node became the

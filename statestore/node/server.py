@@ -8,6 +8,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent import futures
@@ -18,14 +19,25 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from statestore.node.increment_log import IncrementLog
-from statestore.node.local_channel import Committed, LocalChannelError, LocalChannelServer, ShipResult
+from statestore.node.local_channel import (
+    SOURCE_NAMES,
+    Committed,
+    Demote,
+    LocalChannelError,
+    LocalChannelServer,
+    Materialize,
+    Materialized,
+    Promote,
+    ShipResult,
+)
 from statestore.node.logs import log_event
+from statestore.node.materialize import Materializer
 from statestore.node.membership import Heartbeater
 from statestore.node.replica import ReplicaSet
 from statestore.node.service import PrimaryService, ReplicationService
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
-from statestore.node.shipper import Shipper
-from statestore.rpc import common_pb2, replication_pb2_grpc
+from statestore.node.shipper import LoadNote, Shipper
+from statestore.rpc import common_pb2, control_pb2, replication_pb2_grpc
 
 _log = logging.getLogger("statestore.node")
 SERVICE_NAMES = ("statestore.rpc.Replication", "statestore.rpc.Primary")
@@ -82,9 +94,8 @@ class StateNode:
         # Built in start(), once the listening port is known (`--listen HOST:0` binds any free port).
         self.shipper: Shipper | None = None
         self.heartbeater: Heartbeater | None = None
-        self.local_channel = (
-            LocalChannelServer(local_socket, self._ship_committed, self._release) if local_socket else None
-        )
+        self.materializer: Materializer | None = None
+        self.local_channel = LocalChannelServer(local_socket, self) if local_socket else None
 
     def _ask_replica_groups(self) -> None:
         assert self.heartbeater is not None
@@ -126,6 +137,7 @@ class StateNode:
             self._retire_replicas,
         )
         self.replicas.open_existing()
+        self.materializer = Materializer(self.settings, self.replicas, self.shipper.is_primary)
         replication_pb2_grpc.add_ReplicationServicer_to_server(
             ReplicationService(self.settings, self.replicas, self.increment_log, scratch, self.shipper.is_primary),
             server,
@@ -153,22 +165,59 @@ class StateNode:
         )
         self.heartbeater.start()
 
-    def _release(self, store: common_pb2.StoreRef) -> bool:
-        """The local channel's RELEASED: the same path as `Primary.Release`."""
-        assert self.shipper is not None
-        return self.shipper.release(store)
-
     def _retire_replicas(self, stores: list[common_pb2.StoreRef]) -> None:
         for store in stores:
             self.replicas.drop(store, reason="retired by the controller")
 
-    def _ship_committed(self, store: common_pb2.StoreRef, message: Committed) -> ShipResult:
-        """The local channel's COMMITTED: the same shipping path as `Primary.Ship`."""
+    # ----------------------------------------------------------------- the local provider (local_channel.LocalPrimary)
+
+    def ship(self, store: common_pb2.StoreRef, message: Committed) -> ShipResult:
+        """COMMITTED: the same shipping path as `Primary.Ship`."""
         assert self.shipper is not None
         outcome = self.shipper.ship(
             store, message.increment, message.sync, 0.0, rewrites_history=message.rewrites_history
         )
         return ShipResult(synced=outcome.synced, detail=outcome.detail)
+
+    def release(self, store: common_pb2.StoreRef) -> bool:
+        """RELEASED: the same path as `Primary.Release`."""
+        assert self.shipper is not None
+        return self.shipper.release(store)
+
+    def materialize(self, store: common_pb2.StoreRef, message: Materialize) -> Materialized:
+        """MATERIALIZE: this node's copy of the partition, or a peer's (statestore.node.materialize)."""
+        assert self.materializer is not None
+        return self.materializer.materialize(store, message)
+
+    def promote(self, store: common_pb2.StoreRef, message: Promote) -> str:
+        """PROMOTE: the provider loaded the partition to write it here: this node becomes its primary."""
+        assert self.shipper is not None and self.heartbeater is not None
+        if message.executor_id and message.executor_host:
+            self.heartbeater.set_executor(message.executor_id, message.executor_host)
+        load = LoadNote(
+            SOURCE_NAMES[message.source],
+            message.version,
+            message.version - message.versions_applied,
+            message.versions_applied,
+            message.millis,
+            time.monotonic(),
+        )
+        place = control_pb2.SparkPlace(
+            run_id=message.run_id,
+            state_root=message.state_root,
+            executor_id=message.executor_id,
+            executor_host=message.executor_host,
+        )
+        became = self.shipper.promote(store, message.version, load, place)
+        return "promoted" if became else "already the primary"
+
+    def demote(self, store: common_pb2.StoreRef, message: Demote) -> str:
+        """DEMOTE: the provider unloaded the partition; keep its directory as a replica if it is sound."""
+        assert self.shipper is not None
+        self.shipper.release(store)
+        if not message.directory or message.lineage is None:
+            return "released; nothing to adopt"
+        return self.replicas.adopt(store, Path(message.directory), message.version, message.lineage)
 
     def stop(self, grace: float = 5.0) -> None:
         """Stop serving (in-flight calls get `grace` seconds), stop shipping, close the replicas."""

@@ -21,7 +21,7 @@ from statestore.node.settings import NodeSettings
 from statestore.node.shipper import Shipper
 from statestore.partition_key import normalized, partition_key
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
-from statestore.snapshot import read_manifest, write_snapshot
+from statestore.snapshot import manifest_of, read_manifest
 
 _log = logging.getLogger("statestore.node.service")
 
@@ -95,13 +95,17 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         chunk = request.chunk_bytes or self._settings.bootstrap_chunk_bytes
         replica = None if self._is_primary(store) else self._replicas.get(store)
         if replica is not None and replica.version > 0:
-            staging = Path(tempfile.mkdtemp(prefix=".serve-", dir=self._scratch))
+            # A checkpoint beside the replica (hard links, read once for the manifest), so that applying
+            # increments meanwhile does not disturb the stream.
+            staging = Path(tempfile.mkdtemp(prefix=".serve-", dir=replica.directory))
             try:
                 snapshot_dir = staging / "snapshot"
                 with replica.locked():
                     if replica.retired:
                         context.abort(grpc.StatusCode.NOT_FOUND, f"the replica of {store.store_id} was dropped")
-                    manifest = write_snapshot(replica.store, snapshot_dir)
+                    replica.store.checkpoint(snapshot_dir)
+                    version = replica.version
+                manifest = manifest_of(snapshot_dir, store.store_id, version)
                 log_event(
                     _log,
                     "bootstrap_serving",
@@ -115,6 +119,8 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
             return
+        if request.replica_only:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"{self._settings.identity} holds no replica of {store.store_id}")
         location = CheckpointLocation(store.checkpoint_dir, store.store_id) if store.checkpoint_dir else None
         versions = location.snapshot_versions() if location is not None else []
         if location is None or not versions:

@@ -32,6 +32,11 @@ class NodeSettings:
     advertise: str = ""
     # The node's rack, sent on Register and every heartbeat for placement; empty: the node is its own rack.
     rack: str = ""
+    # The Spark executor whose state the node keeps (a sidecar's: its executor's id and host as Spark's
+    # scheduler names them), so that the driver can steer a partition's task here; a node run as a service
+    # learns them from its provider's first PROMOTE.
+    executor_id: str = ""
+    executor_host: str = ""
     heartbeat_interval: float = 0.5
     # Back-pressure: bytes shipped to one replica and not yet acked before `ship` waits.
     max_in_flight_bytes: int = 64 * MIB
@@ -50,6 +55,9 @@ class NodeSettings:
     bootstrap_chunk_bytes: int = 256 * 1024
     # Deadline of one call to a peer (pull, bootstrap, controller).
     peer_timeout: float = 10.0
+    # A peer load (a provider here asks for a partition this node holds no replica of) streams the peer's
+    # copy at up to this rate: the provider waits, so it is not throttled like a bootstrap; 0 is unthrottled.
+    peer_fetch_bytes_per_second: int = 0
     store_write_buffer_mb: int = 8
     store_block_cache_mb: int = 8
 

@@ -282,6 +282,18 @@ class ReplicaLink:
             backoff = min(backoff * 2, self._settings.retry_max_backoff)
 
 
+@dataclass(frozen=True)
+class LoadNote:
+    """How the local provider loaded a partition (a PROMOTE's report), for the controller's status."""
+
+    source: str
+    version: int
+    from_version: int
+    versions_applied: int
+    millis: int
+    at: float  # time.monotonic() when the node learned of it
+
+
 @dataclass
 class _PrimaryPartition:
     store: common_pb2.StoreRef
@@ -289,7 +301,9 @@ class _PrimaryPartition:
     group: list[control_pb2.NodeRef] = field(default_factory=list)
     group_known: bool = False
     last_asked: float = 0.0
-    committed_at: float = 0.0  # time.monotonic() of the last ship
+    committed_at: float = 0.0  # time.monotonic() of the last ship, or of the promotion
+    load: LoadNote | None = None
+    place: control_pb2.SparkPlace | None = None
 
 
 @dataclass(frozen=True)
@@ -408,6 +422,46 @@ class Shipper:
         if sync and not synced and links:
             detail = f"no replica acked version {version} within the sync timeout"
         return ShipOutcome(version, acked, synced, detail)
+
+    def promote(
+        self,
+        store: common_pb2.StoreRef,
+        version: int,
+        load: LoadNote | None = None,
+        place: control_pb2.SparkPlace | None = None,
+    ) -> bool:
+        """The local provider loaded `version` of the partition to write it: Spark runs its task here now, so
+        this node is its primary from now on (it claims the partition as committed now: a node still claiming
+        it from before is demoted by the controller). Returns whether the node became primary (False: it was).
+        """
+        key = partition_key(store)
+        with self._cond:
+            self._demoted.pop(key, None)
+            partition = self._partitions.get(key)
+            became_primary = partition is None
+            if partition is None:
+                partition = self._partitions[key] = _PrimaryPartition(common_pb2.StoreRef())
+                partition.store.CopyFrom(store)
+            # Loaded older than it last shipped (Spark re-runs a batch): the next commit is flagged a rewrite.
+            partition.version = version
+            partition.committed_at = time.monotonic()
+            if load is not None:
+                partition.load = load
+            if place is not None:
+                partition.place = place
+            partition.last_asked = time.monotonic()
+        if became_primary:
+            log_event(
+                _log,
+                "promoted",
+                store=store.store_id,
+                checkpoint=store.checkpoint_dir,
+                version=version,
+                source=load.source if load else "",
+            )
+            self._on_primary(partition.store)
+        self._ask_replica_groups()  # the controller re-plans the group around this node now
+        return became_primary
 
     def _rewrite_reason(self, key: str, version: int, last: int, data: bytes, flagged: bool) -> str:
         """Why shipping `version` rewrites the partition's history ("" if it does not)."""
@@ -546,6 +600,20 @@ class Shipper:
                     increment_bytes=self._log.mean_size(key),
                 )
                 report.store.CopyFrom(partition.store)
+                if partition.load is not None:
+                    load = partition.load
+                    report.last_load.CopyFrom(
+                        control_pb2.LoadReport(
+                            source=load.source,
+                            version=load.version,
+                            from_version=load.from_version,
+                            versions_applied=load.versions_applied,
+                            millis=load.millis,
+                            seconds_ago=max(now - load.at, 0.0),
+                        )
+                    )
+                if partition.place is not None:
+                    report.place.CopyFrom(partition.place)
                 reports.append(report)
         for report in reports:  # outside the lock: may stat files of the checkpoint location
             for replica in report.replicas:

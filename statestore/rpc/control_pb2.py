@@ -25,41 +25,49 @@ _sym_db = _symbol_database.Default()
 from statestore.rpc import common_pb2 as statestore_dot_rpc_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cstatestore/rpc/control.proto\x12\x0estatestore.rpc\x1a\x1bstatestore/rpc/common.proto\"9\n\x07NodeRef\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04rack\x18\x03 \x01(\t\"8\n\x0fRegisterRequest\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\"O\n\rRegisterReply\x12\x1a\n\x12replication_factor\x18\x01 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x02 \x01(\x01\"L\n\x0fReplicaProgress\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x15\n\racked_version\x18\x02 \x01(\x03\x12\x11\n\tlag_bytes\x18\x03 \x01(\x03\"\xb3\x01\n\rPrimaryReport\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x31\n\x08replicas\x18\x03 \x03(\x0b\x32\x1f.statestore.rpc.ReplicaProgress\x12\x1c\n\x14seconds_since_commit\x18\x04 \x01(\x01\x12\x17\n\x0fincrement_bytes\x18\x05 \x01(\x03\"\x9f\x01\n\x10HeartbeatRequest\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\x12\x30\n\tprimaries\x18\x02 \x03(\x0b\x32\x1d.statestore.rpc.PrimaryReport\x12\x32\n\rreplicas_held\x18\x03 \x03(\x0b\x32\x1b.statestore.rpc.VersionHeld\"x\n\x0cReplicaGroup\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x14\n\x0cprimary_node\x18\x02 \x01(\t\x12)\n\x08replicas\x18\x03 \x03(\x0b\x32\x17.statestore.rpc.NodeRef\"\xa0\x01\n\x0eHeartbeatReply\x12,\n\x06groups\x18\x01 \x03(\x0b\x32\x1c.statestore.rpc.ReplicaGroup\x12,\n\x07\x64\x65moted\x18\x02 \x03(\x0b\x32\x1b.statestore.rpc.VersionHeld\x12\x32\n\x10retired_replicas\x18\x03 \x03(\x0b\x32\x18.statestore.rpc.StoreRef\"\x0f\n\rStatusRequest\"\x88\x01\n\nNodeStatus\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\x12\r\n\x05\x61live\x18\x02 \x01(\x08\x12\x1f\n\x17seconds_since_heartbeat\x18\x03 \x01(\x01\x12\x11\n\tprimaries\x18\x04 \x01(\x05\x12\x10\n\x08replicas\x18\x05 \x01(\x05\"_\n\rReplicaStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0cversion_held\x18\x02 \x01(\x03\x12\x14\n\x0clag_versions\x18\x03 \x01(\x03\x12\x11\n\tlag_bytes\x18\x04 \x01(\x03\"\xc8\x01\n\x0fPartitionStatus\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x14\n\x0cprimary_node\x18\x02 \x01(\t\x12\x17\n\x0fprimary_version\x18\x03 \x01(\x03\x12/\n\x08replicas\x18\x04 \x03(\x0b\x32\x1d.statestore.rpc.ReplicaStatus\x12\x17\n\x0fincrement_bytes\x18\x05 \x01(\x03\x12\x13\n\x0bstate_bytes\x18\x06 \x01(\x03\"\x98\x01\n\x0fPlacementStatus\x12\r\n\x05total\x18\x01 \x01(\x01\x12\x0f\n\x07traffic\x18\x02 \x01(\x01\x12\x0c\n\x04load\x18\x03 \x01(\x01\x12\x11\n\tmigration\x18\x04 \x01(\x01\x12\x13\n\x0blower_bound\x18\x05 \x01(\x01\x12\x10\n\x08replicas\x18\x06 \x01(\x05\x12\x0f\n\x07replans\x18\x07 \x01(\x05\x12\x0c\n\x04note\x18\x08 \x01(\t\"\xbd\x01\n\x0bStatusReply\x12\x1a\n\x12replication_factor\x18\x01 \x01(\x05\x12)\n\x05nodes\x18\x02 \x03(\x0b\x32\x1a.statestore.rpc.NodeStatus\x12\x33\n\npartitions\x18\x03 \x03(\x0b\x32\x1f.statestore.rpc.PartitionStatus\x12\x32\n\tplacement\x18\x04 \x01(\x0b\x32\x1f.statestore.rpc.PlacementStatus2\xea\x01\n\x07\x43ontrol\x12J\n\x08Register\x12\x1f.statestore.rpc.RegisterRequest\x1a\x1d.statestore.rpc.RegisterReply\x12M\n\tHeartbeat\x12 .statestore.rpc.HeartbeatRequest\x1a\x1e.statestore.rpc.HeartbeatReply\x12\x44\n\x06Status\x12\x1d.statestore.rpc.StatusRequest\x1a\x1b.statestore.rpc.StatusReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cstatestore/rpc/control.proto\x12\x0estatestore.rpc\x1a\x1bstatestore/rpc/common.proto\"6\n\x0bLocateReply\x12\'\n\x07holders\x18\x01 \x03(\x0b\x32\x16.statestore.rpc.Holder\"@\n\x06Holder\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\x12\x0f\n\x07version\x18\x02 \x01(\x03\"e\n\x07NodeRef\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04rack\x18\x03 \x01(\t\x12\x13\n\x0b\x65xecutor_id\x18\x04 \x01(\t\x12\x15\n\rexecutor_host\x18\x05 \x01(\t\"8\n\x0fRegisterRequest\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\"O\n\rRegisterReply\x12\x1a\n\x12replication_factor\x18\x01 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x02 \x01(\x01\"L\n\x0fReplicaProgress\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x15\n\racked_version\x18\x02 \x01(\x03\x12\x11\n\tlag_bytes\x18\x03 \x01(\x03\"\x8d\x02\n\rPrimaryReport\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x31\n\x08replicas\x18\x03 \x03(\x0b\x32\x1f.statestore.rpc.ReplicaProgress\x12\x1c\n\x14seconds_since_commit\x18\x04 \x01(\x01\x12\x17\n\x0fincrement_bytes\x18\x05 \x01(\x03\x12-\n\tlast_load\x18\x06 \x01(\x0b\x32\x1a.statestore.rpc.LoadReport\x12)\n\x05place\x18\x07 \x01(\x0b\x32\x1a.statestore.rpc.SparkPlace\"\x82\x01\n\nLoadReport\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x14\n\x0c\x66rom_version\x18\x03 \x01(\x03\x12\x18\n\x10versions_applied\x18\x04 \x01(\x03\x12\x0e\n\x06millis\x18\x05 \x01(\x03\x12\x13\n\x0bseconds_ago\x18\x06 \x01(\x01\"\\\n\nSparkPlace\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x12\n\nstate_root\x18\x02 \x01(\t\x12\x13\n\x0b\x65xecutor_id\x18\x03 \x01(\t\x12\x15\n\rexecutor_host\x18\x04 \x01(\t\"\x9f\x01\n\x10HeartbeatRequest\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\x12\x30\n\tprimaries\x18\x02 \x03(\x0b\x32\x1d.statestore.rpc.PrimaryReport\x12\x32\n\rreplicas_held\x18\x03 \x03(\x0b\x32\x1b.statestore.rpc.VersionHeld\"x\n\x0cReplicaGroup\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x14\n\x0cprimary_node\x18\x02 \x01(\t\x12)\n\x08replicas\x18\x03 \x03(\x0b\x32\x17.statestore.rpc.NodeRef\"\xa0\x01\n\x0eHeartbeatReply\x12,\n\x06groups\x18\x01 \x03(\x0b\x32\x1c.statestore.rpc.ReplicaGroup\x12,\n\x07\x64\x65moted\x18\x02 \x03(\x0b\x32\x1b.statestore.rpc.VersionHeld\x12\x32\n\x10retired_replicas\x18\x03 \x03(\x0b\x32\x18.statestore.rpc.StoreRef\"\x0f\n\rStatusRequest\"\x88\x01\n\nNodeStatus\x12%\n\x04node\x18\x01 \x01(\x0b\x32\x17.statestore.rpc.NodeRef\x12\r\n\x05\x61live\x18\x02 \x01(\x08\x12\x1f\n\x17seconds_since_heartbeat\x18\x03 \x01(\x01\x12\x11\n\tprimaries\x18\x04 \x01(\x05\x12\x10\n\x08replicas\x18\x05 \x01(\x05\"_\n\rReplicaStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0cversion_held\x18\x02 \x01(\x03\x12\x14\n\x0clag_versions\x18\x03 \x01(\x03\x12\x11\n\tlag_bytes\x18\x04 \x01(\x03\"\x8b\x02\n\x0fPartitionStatus\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x14\n\x0cprimary_node\x18\x02 \x01(\t\x12\x17\n\x0fprimary_version\x18\x03 \x01(\x03\x12/\n\x08replicas\x18\x04 \x03(\x0b\x32\x1d.statestore.rpc.ReplicaStatus\x12\x17\n\x0fincrement_bytes\x18\x05 \x01(\x03\x12\x13\n\x0bstate_bytes\x18\x06 \x01(\x03\x12-\n\tlast_load\x18\x07 \x01(\x0b\x32\x1a.statestore.rpc.LoadReport\x12\x12\n\nsteered_to\x18\x08 \x01(\t\"\x98\x01\n\x0fPlacementStatus\x12\r\n\x05total\x18\x01 \x01(\x01\x12\x0f\n\x07traffic\x18\x02 \x01(\x01\x12\x0c\n\x04load\x18\x03 \x01(\x01\x12\x11\n\tmigration\x18\x04 \x01(\x01\x12\x13\n\x0blower_bound\x18\x05 \x01(\x01\x12\x10\n\x08replicas\x18\x06 \x01(\x05\x12\x0f\n\x07replans\x18\x07 \x01(\x05\x12\x0c\n\x04note\x18\x08 \x01(\t\"\xbd\x01\n\x0bStatusReply\x12\x1a\n\x12replication_factor\x18\x01 \x01(\x05\x12)\n\x05nodes\x18\x02 \x03(\x0b\x32\x1a.statestore.rpc.NodeStatus\x12\x33\n\npartitions\x18\x03 \x03(\x0b\x32\x1f.statestore.rpc.PartitionStatus\x12\x32\n\tplacement\x18\x04 \x01(\x0b\x32\x1f.statestore.rpc.PlacementStatus2\xab\x02\n\x07\x43ontrol\x12J\n\x08Register\x12\x1f.statestore.rpc.RegisterRequest\x1a\x1d.statestore.rpc.RegisterReply\x12M\n\tHeartbeat\x12 .statestore.rpc.HeartbeatRequest\x1a\x1e.statestore.rpc.HeartbeatReply\x12\x44\n\x06Status\x12\x1d.statestore.rpc.StatusRequest\x1a\x1b.statestore.rpc.StatusReply\x12?\n\x06Locate\x12\x18.statestore.rpc.StoreRef\x1a\x1b.statestore.rpc.LocateReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'statestore.rpc.control_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_NODEREF']._serialized_start=77
-  _globals['_NODEREF']._serialized_end=134
-  _globals['_REGISTERREQUEST']._serialized_start=136
-  _globals['_REGISTERREQUEST']._serialized_end=192
-  _globals['_REGISTERREPLY']._serialized_start=194
-  _globals['_REGISTERREPLY']._serialized_end=273
-  _globals['_REPLICAPROGRESS']._serialized_start=275
-  _globals['_REPLICAPROGRESS']._serialized_end=351
-  _globals['_PRIMARYREPORT']._serialized_start=354
-  _globals['_PRIMARYREPORT']._serialized_end=533
-  _globals['_HEARTBEATREQUEST']._serialized_start=536
-  _globals['_HEARTBEATREQUEST']._serialized_end=695
-  _globals['_REPLICAGROUP']._serialized_start=697
-  _globals['_REPLICAGROUP']._serialized_end=817
-  _globals['_HEARTBEATREPLY']._serialized_start=820
-  _globals['_HEARTBEATREPLY']._serialized_end=980
-  _globals['_STATUSREQUEST']._serialized_start=982
-  _globals['_STATUSREQUEST']._serialized_end=997
-  _globals['_NODESTATUS']._serialized_start=1000
-  _globals['_NODESTATUS']._serialized_end=1136
-  _globals['_REPLICASTATUS']._serialized_start=1138
-  _globals['_REPLICASTATUS']._serialized_end=1233
-  _globals['_PARTITIONSTATUS']._serialized_start=1236
-  _globals['_PARTITIONSTATUS']._serialized_end=1436
-  _globals['_PLACEMENTSTATUS']._serialized_start=1439
-  _globals['_PLACEMENTSTATUS']._serialized_end=1591
-  _globals['_STATUSREPLY']._serialized_start=1594
-  _globals['_STATUSREPLY']._serialized_end=1783
-  _globals['_CONTROL']._serialized_start=1786
-  _globals['_CONTROL']._serialized_end=2020
+  _globals['_LOCATEREPLY']._serialized_start=77
+  _globals['_LOCATEREPLY']._serialized_end=131
+  _globals['_HOLDER']._serialized_start=133
+  _globals['_HOLDER']._serialized_end=197
+  _globals['_NODEREF']._serialized_start=199
+  _globals['_NODEREF']._serialized_end=300
+  _globals['_REGISTERREQUEST']._serialized_start=302
+  _globals['_REGISTERREQUEST']._serialized_end=358
+  _globals['_REGISTERREPLY']._serialized_start=360
+  _globals['_REGISTERREPLY']._serialized_end=439
+  _globals['_REPLICAPROGRESS']._serialized_start=441
+  _globals['_REPLICAPROGRESS']._serialized_end=517
+  _globals['_PRIMARYREPORT']._serialized_start=520
+  _globals['_PRIMARYREPORT']._serialized_end=789
+  _globals['_LOADREPORT']._serialized_start=792
+  _globals['_LOADREPORT']._serialized_end=922
+  _globals['_SPARKPLACE']._serialized_start=924
+  _globals['_SPARKPLACE']._serialized_end=1016
+  _globals['_HEARTBEATREQUEST']._serialized_start=1019
+  _globals['_HEARTBEATREQUEST']._serialized_end=1178
+  _globals['_REPLICAGROUP']._serialized_start=1180
+  _globals['_REPLICAGROUP']._serialized_end=1300
+  _globals['_HEARTBEATREPLY']._serialized_start=1303
+  _globals['_HEARTBEATREPLY']._serialized_end=1463
+  _globals['_STATUSREQUEST']._serialized_start=1465
+  _globals['_STATUSREQUEST']._serialized_end=1480
+  _globals['_NODESTATUS']._serialized_start=1483
+  _globals['_NODESTATUS']._serialized_end=1619
+  _globals['_REPLICASTATUS']._serialized_start=1621
+  _globals['_REPLICASTATUS']._serialized_end=1716
+  _globals['_PARTITIONSTATUS']._serialized_start=1719
+  _globals['_PARTITIONSTATUS']._serialized_end=1986
+  _globals['_PLACEMENTSTATUS']._serialized_start=1989
+  _globals['_PLACEMENTSTATUS']._serialized_end=2141
+  _globals['_STATUSREPLY']._serialized_start=2144
+  _globals['_STATUSREPLY']._serialized_end=2333
+  _globals['_CONTROL']._serialized_start=2336
+  _globals['_CONTROL']._serialized_end=2635
 # @@protoc_insertion_point(module_scope)

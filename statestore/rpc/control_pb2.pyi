@@ -7,15 +7,33 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class LocateReply(_message.Message):
+    __slots__ = ("holders",)
+    HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    holders: _containers.RepeatedCompositeFieldContainer[Holder]
+    def __init__(self, holders: _Optional[_Iterable[_Union[Holder, _Mapping]]] = ...) -> None: ...
+
+class Holder(_message.Message):
+    __slots__ = ("node", "version")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    node: NodeRef
+    version: int
+    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+
 class NodeRef(_message.Message):
-    __slots__ = ("node_id", "address", "rack")
+    __slots__ = ("node_id", "address", "rack", "executor_id", "executor_host")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RACK_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_HOST_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     rack: str
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., rack: _Optional[str] = ...) -> None: ...
+    executor_id: str
+    executor_host: str
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., rack: _Optional[str] = ..., executor_id: _Optional[str] = ..., executor_host: _Optional[str] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("node",)
@@ -42,18 +60,50 @@ class ReplicaProgress(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., acked_version: _Optional[int] = ..., lag_bytes: _Optional[int] = ...) -> None: ...
 
 class PrimaryReport(_message.Message):
-    __slots__ = ("store", "version", "replicas", "seconds_since_commit", "increment_bytes")
+    __slots__ = ("store", "version", "replicas", "seconds_since_commit", "increment_bytes", "last_load", "place")
     STORE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     SECONDS_SINCE_COMMIT_FIELD_NUMBER: _ClassVar[int]
     INCREMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LAST_LOAD_FIELD_NUMBER: _ClassVar[int]
+    PLACE_FIELD_NUMBER: _ClassVar[int]
     store: _common_pb2.StoreRef
     version: int
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
     seconds_since_commit: float
     increment_bytes: int
-    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., seconds_since_commit: _Optional[float] = ..., increment_bytes: _Optional[int] = ...) -> None: ...
+    last_load: LoadReport
+    place: SparkPlace
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., seconds_since_commit: _Optional[float] = ..., increment_bytes: _Optional[int] = ..., last_load: _Optional[_Union[LoadReport, _Mapping]] = ..., place: _Optional[_Union[SparkPlace, _Mapping]] = ...) -> None: ...
+
+class LoadReport(_message.Message):
+    __slots__ = ("source", "version", "from_version", "versions_applied", "millis", "seconds_ago")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FROM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    MILLIS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_AGO_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    version: int
+    from_version: int
+    versions_applied: int
+    millis: int
+    seconds_ago: float
+    def __init__(self, source: _Optional[str] = ..., version: _Optional[int] = ..., from_version: _Optional[int] = ..., versions_applied: _Optional[int] = ..., millis: _Optional[int] = ..., seconds_ago: _Optional[float] = ...) -> None: ...
+
+class SparkPlace(_message.Message):
+    __slots__ = ("run_id", "state_root", "executor_id", "executor_host")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_ROOT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_HOST_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    state_root: str
+    executor_id: str
+    executor_host: str
+    def __init__(self, run_id: _Optional[str] = ..., state_root: _Optional[str] = ..., executor_id: _Optional[str] = ..., executor_host: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("node", "primaries", "replicas_held")
@@ -116,20 +166,24 @@ class ReplicaStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., version_held: _Optional[int] = ..., lag_versions: _Optional[int] = ..., lag_bytes: _Optional[int] = ...) -> None: ...
 
 class PartitionStatus(_message.Message):
-    __slots__ = ("store", "primary_node", "primary_version", "replicas", "increment_bytes", "state_bytes")
+    __slots__ = ("store", "primary_node", "primary_version", "replicas", "increment_bytes", "state_bytes", "last_load", "steered_to")
     STORE_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_NODE_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_VERSION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     INCREMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
     STATE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LAST_LOAD_FIELD_NUMBER: _ClassVar[int]
+    STEERED_TO_FIELD_NUMBER: _ClassVar[int]
     store: _common_pb2.StoreRef
     primary_node: str
     primary_version: int
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
     increment_bytes: int
     state_bytes: int
-    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., primary_version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., increment_bytes: _Optional[int] = ..., state_bytes: _Optional[int] = ...) -> None: ...
+    last_load: LoadReport
+    steered_to: str
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., primary_version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., increment_bytes: _Optional[int] = ..., state_bytes: _Optional[int] = ..., last_load: _Optional[_Union[LoadReport, _Mapping]] = ..., steered_to: _Optional[str] = ...) -> None: ...
 
 class PlacementStatus(_message.Message):
     __slots__ = ("total", "traffic", "load", "migration", "lower_bound", "replicas", "replans", "note")

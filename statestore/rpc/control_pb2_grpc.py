@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from statestore.rpc import common_pb2 as statestore_dot_rpc_dot_common__pb2
 from statestore.rpc import control_pb2 as statestore_dot_rpc_dot_control__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -49,6 +50,11 @@ class ControlStub:
                 request_serializer=statestore_dot_rpc_dot_control__pb2.StatusRequest.SerializeToString,
                 response_deserializer=statestore_dot_rpc_dot_control__pb2.StatusReply.FromString,
                 _registered_method=True)
+        self.Locate = channel.unary_unary(
+                '/statestore.rpc.Control/Locate',
+                request_serializer=statestore_dot_rpc_dot_common__pb2.StoreRef.SerializeToString,
+                response_deserializer=statestore_dot_rpc_dot_control__pb2.LocateReply.FromString,
+                _registered_method=True)
 
 
 class ControlServicer:
@@ -76,6 +82,14 @@ class ControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Locate(self, request, context):
+        """The live nodes holding a copy of one partition (its replicas, freshest first): where a node without one
+        fetches it from (a peer load).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -93,6 +107,11 @@ def add_ControlServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=statestore_dot_rpc_dot_control__pb2.StatusRequest.FromString,
                     response_serializer=statestore_dot_rpc_dot_control__pb2.StatusReply.SerializeToString,
+            ),
+            'Locate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Locate,
+                    request_deserializer=statestore_dot_rpc_dot_common__pb2.StoreRef.FromString,
+                    response_serializer=statestore_dot_rpc_dot_control__pb2.LocateReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -176,6 +195,33 @@ class Control:
             '/statestore.rpc.Control/Status',
             statestore_dot_rpc_dot_control__pb2.StatusRequest.SerializeToString,
             statestore_dot_rpc_dot_control__pb2.StatusReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Locate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/statestore.rpc.Control/Locate',
+            statestore_dot_rpc_dot_common__pb2.StoreRef.SerializeToString,
+            statestore_dot_rpc_dot_control__pb2.LocateReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -108,6 +108,18 @@ final class ChangeSet {
     return byCf.keySet();
   }
 
+  java.util.Set<String> createdCfs() {
+    return created;
+  }
+
+  /** The keys this commit changed in column family {@code cf}. */
+  java.util.List<byte[]> keys(String cf) {
+    HashMap<Key, Change> m = byCf.get(cf);
+    java.util.List<byte[]> out = new java.util.ArrayList<>(m == null ? 0 : m.size());
+    if (m != null) for (Key k : m.keySet()) out.add(k.bytes);
+    return out;
+  }
+
   /** Builds the increment; {@code counts} gives each column family's exact key count after the commit. */
   Increment toIncrement(String storeId, long version, java.util.function.ToLongFunction<String> counts) {
     Increment inc = new Increment(storeId, version, version - 1);

@@ -10,7 +10,23 @@ import java.nio.charset.StandardCharsets;
 final class ChannelFrames {
   static final byte COMMITTED = 1;
   static final byte REPLY = 2;
+  static final byte MATERIALIZE = 3;
+  static final byte PROMOTE = 4;
+  static final byte DEMOTE = 5;
   static final byte RELEASED = 6;
+  static final byte MATERIALIZED = 7;
+
+  static final int MATERIALIZED_OK = 0;
+  static final int MATERIALIZED_NONE = 1;
+  static final int MATERIALIZED_FAILED = 2;
+
+  /** Where a load's state came from (PROMOTE's and MATERIALIZED's source field). */
+  static final int SOURCE_LOCAL = 0;
+  static final int SOURCE_REPLICA = 1;
+  static final int SOURCE_PEER = 2;
+  static final int SOURCE_CHECKPOINT = 3;
+
+  static final int FLAG_PEER = 1;
 
   static final int STATUS_ACCEPTED = 0;
   static final int STATUS_REPLICATED = 1;
@@ -37,50 +53,144 @@ final class ChannelFrames {
 
   private ChannelFrames() {}
 
+  /** The fields of one frame, written in order (formats.md section 6: big-endian, strings u16-prefixed). */
+  private static final class Fields {
+    private final java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream(128);
+    private final java.io.DataOutputStream data = new java.io.DataOutputStream(out);
+
+    Fields str(String s) {
+      byte[] u = s.getBytes(StandardCharsets.UTF_8);
+      if (u.length > 0xFFFF) throw new IllegalArgumentException("string longer than 65535 bytes: " + s);
+      try {
+        data.writeShort(u.length);
+        data.write(u);
+      } catch (IOException e) {
+        throw new java.io.UncheckedIOException(e); // a byte array does not fail
+      }
+      return this;
+    }
+
+    Fields u8(int v) {
+      out.write(v);
+      return this;
+    }
+
+    Fields u32(long v) {
+      return raw(ByteBuffer.allocate(4).putInt((int) v).array());
+    }
+
+    Fields u64(long v) {
+      return raw(ByteBuffer.allocate(8).putLong(v).array());
+    }
+
+    Fields raw(byte[] b) {
+      out.write(b, 0, b.length);
+      return this;
+    }
+
+    /** The whole frame: {@code u32 length}, {@code u8 type}, the fields. */
+    ByteBuffer frame(byte type) {
+      byte[] f = out.toByteArray();
+      return ByteBuffer.allocate(5 + f.length).putInt(1 + f.length).put(type).put(f).flip();
+    }
+  }
+
   /** The COMMITTED frame, length prefix included. */
   static ByteBuffer committed(String storeId, String checkpointDir, long version, boolean sync,
       boolean rewritesHistory, byte[] increment) {
-    byte[] id = storeId.getBytes(StandardCharsets.UTF_8);
-    byte[] dir = checkpointDir.getBytes(StandardCharsets.UTF_8);
-    if (id.length > 0xFFFF || dir.length > 0xFFFF) throw new IllegalArgumentException("string longer than 65535");
-    int fields = 2 + id.length + 2 + dir.length + 8 + 1 + 4 + increment.length;
-    ByteBuffer buf = ByteBuffer.allocate(4 + 1 + fields);
-    buf.putInt(1 + fields).put(COMMITTED);
-    buf.putShort((short) id.length).put(id);
-    buf.putShort((short) dir.length).put(dir);
-    buf.putLong(version);
-    buf.put((byte) ((sync ? FLAG_SYNC : 0) | (rewritesHistory ? FLAG_REWRITES_HISTORY : 0)));
-    buf.putInt(increment.length).put(increment);
-    return buf.flip();
+    return new Fields().str(storeId).str(checkpointDir).u64(version)
+        .u8((sync ? FLAG_SYNC : 0) | (rewritesHistory ? FLAG_REWRITES_HISTORY : 0))
+        .u32(increment.length).raw(increment).frame(COMMITTED);
   }
 
   /** The RELEASED frame (the provider unloaded the store partition), length prefix included. */
   static ByteBuffer released(String storeId, String checkpointDir) {
-    byte[] id = storeId.getBytes(StandardCharsets.UTF_8);
-    byte[] dir = checkpointDir.getBytes(StandardCharsets.UTF_8);
-    if (id.length > 0xFFFF || dir.length > 0xFFFF) throw new IllegalArgumentException("string longer than 65535");
-    int fields = 2 + id.length + 2 + dir.length;
-    ByteBuffer buf = ByteBuffer.allocate(4 + 1 + fields);
-    buf.putInt(1 + fields).put(RELEASED);
-    buf.putShort((short) id.length).put(id);
-    buf.putShort((short) dir.length).put(dir);
-    return buf.flip();
+    return new Fields().str(storeId).str(checkpointDir).frame(RELEASED);
+  }
+
+  /** The MATERIALIZE frame: a RocksDB checkpoint of the node's copy at version {@code version} or below into
+   * {@code targetDir}; {@code allowPeer}: the node may fetch it from a peer when it holds none itself. */
+  static ByteBuffer materialize(String storeId, String checkpointDir, long version, String targetDir,
+      boolean allowPeer, long deadlineMs) {
+    return new Fields().str(storeId).str(checkpointDir).u64(version).str(targetDir).u8(allowPeer ? FLAG_PEER : 0)
+        .u32(deadlineMs).frame(MATERIALIZE);
+  }
+
+  /** Who runs a partition's task, in Spark's terms: what the driver needs to steer the partition's next task. */
+  record SparkPlace(String runId, String stateRoot, String executorId, String executorHost) {}
+
+  /** The PROMOTE frame: the provider loaded {@code version} to write it; where from and at what cost. */
+  static ByteBuffer promote(String storeId, String checkpointDir, long version, byte[] lineage, int source,
+      long versionsApplied, long millis, SparkPlace place) {
+    return new Fields().str(storeId).str(checkpointDir).u64(version).raw(lineageBytes(lineage)).u8(source)
+        .u32(versionsApplied).u32(Math.min(millis, 0xFFFFFFFFL)).str(place.runId()).str(place.stateRoot())
+        .str(place.executorId()).str(place.executorHost()).frame(PROMOTE);
+  }
+
+  /** The DEMOTE frame: the provider unloaded the store; its closed local directory is the node's to adopt. */
+  static ByteBuffer demote(String storeId, String checkpointDir, long version, byte[] lineage, String dir) {
+    return new Fields().str(storeId).str(checkpointDir).u64(version).raw(lineageBytes(lineage)).str(dir)
+        .frame(DEMOTE);
+  }
+
+  private static byte[] lineageBytes(byte[] lineage) {
+    if (lineage != null) return lineage;
+    byte[] unknown = new byte[IncrementCodec.LINEAGE_BYTES];
+    java.util.Arrays.fill(unknown, (byte) 0xff);
+    return unknown;
+  }
+
+  /** A MATERIALIZED answer: the version and lineage of the copy now in the target directory, and where the node
+   * took it from; or a status saying why there is none. */
+  record Materialized(int status, long version, byte[] lineage, int source, String message) {
+    boolean done() {
+      return status == MATERIALIZED_OK;
+    }
+  }
+
+  /** Reads the MATERIALIZED frame answering a MATERIALIZE (blocking). */
+  static Materialized readMaterialized(SocketChannel channel) throws IOException {
+    ByteBuffer body = readFrame(channel, MATERIALIZED);
+    int status = body.get() & 0xFF;
+    long version = body.getLong();
+    byte[] lineage = new byte[IncrementCodec.LINEAGE_BYTES];
+    body.get(lineage);
+    int source = body.get() & 0xFF;
+    String message = readString(body);
+    if (body.hasRemaining()) throw new IOException("bad MATERIALIZED frame: trailing bytes");
+    return new Materialized(status, version, java.util.Arrays.equals(lineage, lineageBytes(null)) ? null : lineage,
+        source, message);
+  }
+
+  private static String readString(ByteBuffer body) throws IOException {
+    int length = body.getShort() & 0xFFFF;
+    if (length > body.remaining()) throw new IOException("bad string length " + length);
+    byte[] bytes = new byte[length];
+    body.get(bytes);
+    return new String(bytes, StandardCharsets.UTF_8);
+  }
+
+  private static ByteBuffer readFrame(SocketChannel channel, byte expected) throws IOException {
+    ByteBuffer header = readExactly(channel, 4);
+    int length = header.getInt();
+    if (length < 2 || length > MAX_REPLY_BYTES) throw new IOException("bad frame length " + length);
+    ByteBuffer body = readExactly(channel, length);
+    byte type = body.get();
+    if (type == REPLY && expected != REPLY) {
+      int status = body.get() & 0xFF;
+      throw new IOException("the state node answered status " + status + ": " + readString(body));
+    }
+    if (type != expected) throw new IOException("expected a frame of type " + expected + ", got type " + type);
+    return body;
   }
 
   /** Reads one REPLY frame (blocking). */
   static Reply readReply(SocketChannel channel) throws IOException {
-    ByteBuffer header = readExactly(channel, 4);
-    int length = header.getInt();
-    if (length < 4 || length > MAX_REPLY_BYTES) throw new IOException("bad reply frame length " + length);
-    ByteBuffer body = readExactly(channel, length);
-    byte type = body.get();
-    if (type != REPLY) throw new IOException("expected a REPLY frame, got type " + type);
+    ByteBuffer body = readFrame(channel, REPLY);
     int status = body.get() & 0xFF;
-    int messageLength = body.getShort() & 0xFFFF;
-    if (messageLength != body.remaining()) throw new IOException("bad reply message length " + messageLength);
-    byte[] message = new byte[messageLength];
-    body.get(message);
-    return new Reply(status, new String(message, StandardCharsets.UTF_8));
+    String message = readString(body);
+    if (body.hasRemaining()) throw new IOException("bad reply: trailing bytes");
+    return new Reply(status, message);
   }
 
   private static ByteBuffer readExactly(SocketChannel channel, int n) throws IOException {

@@ -106,6 +106,26 @@ final class CheckpointDir {
     return inc;
   }
 
+  /**
+   * The header of increment {@code version} (store, version, lineages) from its first bytes: one short read,
+   * not a verification of the file. Null when the file is missing.
+   */
+  IncrementCodec.Header readHeader(long version, String storeId) throws IOException {
+    Path p = incrementPath(version);
+    byte[] prefix = new byte[64 + storeId.getBytes(java.nio.charset.StandardCharsets.UTF_8).length];
+    int off = 0;
+    try (InputStream in = fs.open(p)) {
+      while (off < prefix.length) {
+        int n = in.read(prefix, off, prefix.length - off);
+        if (n < 0) break;
+        off += n;
+      }
+    } catch (FileNotFoundException e) {
+      return null;
+    }
+    return IncrementCodec.readHeader(java.util.Arrays.copyOf(prefix, off), p.toString());
+  }
+
   private byte[] readAll(Path p) throws IOException {
     FileStatus st = fs.getFileStatus(p);
     if (st.getLen() > Integer.MAX_VALUE) throw new IOException("File too large: " + p);

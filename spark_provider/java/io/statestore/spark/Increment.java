@@ -26,6 +26,10 @@ public final class Increment {
   public final String storeId;
   public final long version;
   public final long baseVersion;
+  /** Lineage of the base version (formats.md 3.4); null: not known. */
+  public byte[] parentLineage;
+  /** Lineage of the version produced: set when encoded or decoded (null for a format 1 file). */
+  public byte[] lineage;
   public final List<CfEntry> cfTable = new ArrayList<>();
   // Records as parallel columns, as the body stores them.
   public byte[] ops = new byte[16];

@@ -5,15 +5,31 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.zip.CRC32;
 
 /** Encodes and decodes increments exactly as docs/formats.md section 3 lays them out. */
 public final class IncrementCodec {
   private static final byte[] MAGIC = "SSIN".getBytes(StandardCharsets.US_ASCII);
   private static final byte[] END_MAGIC = "NISS".getBytes(StandardCharsets.US_ASCII);
-  private static final int FORMAT_VERSION = 1;
+  private static final int FORMAT_VERSION = 2;
   private static final int FLAG_ZSTD = 1;
   private static final int TRAILER = 8;
+  /** Bytes of a lineage (formats.md 3.4). */
+  public static final int LINEAGE_BYTES = 16;
+  /** The lineage of version 0, the empty store. */
+  public static final byte[] EMPTY_LINEAGE = new byte[LINEAGE_BYTES];
+  private static final byte[] UNKNOWN_LINEAGE = unknownLineage();
+
+  private static byte[] unknownLineage() {
+    byte[] b = new byte[LINEAGE_BYTES];
+    java.util.Arrays.fill(b, (byte) 0xff);
+    return b;
+  }
+
+  /** The identity part of an increment's header (formats.md 3.4); lineages null when not known. */
+  public record Header(String storeId, long version, byte[] parentLineage, byte[] lineage) {}
 
   private IncrementCodec() {}
 
@@ -40,48 +56,122 @@ public final class IncrementCodec {
     byte[] raw = body.array();
     byte[] stored = zstdLevel > 0 ? Zstd.compress(raw, zstdLevel) : raw;
 
-    ByteArrayOutputStream header = new ByteArrayOutputStream(64 + inc.cfTable.size() * 24);
-    ByteBuffer h = ByteBuffer.allocate(64 + utf8(inc.storeId).length);
+    byte[] id = utf8(inc.storeId);
+    ByteBuffer h = ByteBuffer.allocate(4 + 2 + 2 + 2 + id.length + 16 + LINEAGE_BYTES);
     h.put(MAGIC).putShort((short) FORMAT_VERSION).putShort((short) (zstdLevel > 0 ? FLAG_ZSTD : 0));
-    putStr(h, inc.storeId);
-    h.putLong(inc.version).putLong(inc.baseVersion).putInt(n).putShort((short) inc.cfTable.size());
-    header.write(h.array(), 0, h.position());
+    h.putShort((short) id.length).put(id);
+    h.putLong(inc.version).putLong(inc.baseVersion);
+    h.put(inc.parentLineage == null ? UNKNOWN_LINEAGE : inc.parentLineage);
+    byte[] before = h.array();
+
+    ByteArrayOutputStream rest = new ByteArrayOutputStream(32 + inc.cfTable.size() * 24);
+    ByteBuffer counts = ByteBuffer.allocate(6).putInt(n).putShort((short) inc.cfTable.size());
+    rest.write(counts.array(), 0, 6);
     for (Increment.CfEntry e : inc.cfTable) {
       byte[] name = utf8(e.name);
       ByteBuffer c = ByteBuffer.allocate(2 + name.length + 9);
       c.putShort((short) name.length).put(name).put((byte) (e.exists ? 1 : 0)).putLong(e.keyCount);
-      header.write(c.array(), 0, c.position());
+      rest.write(c.array(), 0, c.position());
     }
     ByteBuffer lens = ByteBuffer.allocate(16).putLong(stored.length).putLong(raw.length);
-    header.write(lens.array(), 0, 16);
-    byte[] head = header.toByteArray();
+    rest.write(lens.array(), 0, 16);
+    byte[] afterHead = rest.toByteArray();
 
-    byte[] out = new byte[head.length + stored.length + TRAILER];
-    System.arraycopy(head, 0, out, 0, head.length);
-    System.arraycopy(stored, 0, out, head.length, stored.length);
+    MessageDigest sha = sha256();
+    sha.update(before);
+    sha.update(afterHead);
+    sha.update(stored);
+    inc.lineage = java.util.Arrays.copyOf(sha.digest(), LINEAGE_BYTES);
+
+    int size = before.length + LINEAGE_BYTES + afterHead.length + stored.length + TRAILER;
+    byte[] out = new byte[size];
+    int at = 0;
+    System.arraycopy(before, 0, out, at, before.length);
+    at += before.length;
+    System.arraycopy(inc.lineage, 0, out, at, LINEAGE_BYTES);
+    at += LINEAGE_BYTES;
+    System.arraycopy(afterHead, 0, out, at, afterHead.length);
+    at += afterHead.length;
+    System.arraycopy(stored, 0, out, at, stored.length);
+    at += stored.length;
     CRC32 crc = new CRC32();
-    crc.update(out, 0, head.length + stored.length);
-    ByteBuffer t = ByteBuffer.wrap(out, head.length + stored.length, TRAILER);
+    crc.update(out, 0, at);
+    ByteBuffer t = ByteBuffer.wrap(out, at, TRAILER);
     t.putInt((int) crc.getValue()).put(END_MAGIC);
     return out;
   }
 
+  private static MessageDigest sha256() {
+    try {
+      return MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("this JVM has no SHA-256", e); // every JDK has it
+    }
+  }
+
+  /**
+   * The store, version and lineages from the first bytes of an increment file (the lineage fields end within
+   * {@code 58 + store id bytes}): what tells which history a version belongs to, without reading the file.
+   * Not a verification of the file.
+   */
+  public static Header readHeader(byte[] prefix, String file) throws IOException {
+    try {
+      ByteBuffer b = ByteBuffer.wrap(prefix);
+      byte[] magic = new byte[4];
+      b.get(magic);
+      if (!java.util.Arrays.equals(magic, MAGIC)) throw bad(file, "bad magic");
+      int formatVersion = b.getShort() & 0xffff;
+      if (formatVersion != 1 && formatVersion != 2) throw bad(file, "unknown format version " + formatVersion);
+      b.getShort();
+      String storeId = getStr(b);
+      long version = b.getLong();
+      b.getLong();
+      if (formatVersion == 1) return new Header(storeId, version, null, null);
+      byte[] parent = new byte[LINEAGE_BYTES];
+      byte[] lineage = new byte[LINEAGE_BYTES];
+      b.get(parent).get(lineage);
+      return new Header(storeId, version, java.util.Arrays.equals(parent, UNKNOWN_LINEAGE) ? null : parent, lineage);
+    } catch (java.nio.BufferUnderflowException e) {
+      throw bad(file, "header shorter than its lineage fields");
+    }
+  }
+
+  /** A lineage as 32 lowercase hex digits (Spark's checkpoint id with format v2), "unknown" for null. */
+  public static String hex(byte[] lineage) {
+    if (lineage == null) return "unknown";
+    StringBuilder sb = new StringBuilder(2 * lineage.length);
+    for (byte x : lineage) sb.append(String.format("%02x", x & 0xff));
+    return sb.toString();
+  }
+
   /** Parses and verifies a file's bytes in the order formats.md 3.3 prescribes; errors name {@code file}. */
   public static Increment decode(byte[] data, String file) throws IOException {
-    int minimal = 4 + 2 + 2 + 2 + 8 + 8 + 4 + 2 + 16 + TRAILER;
+    int minimal = 4 + 2 + 2 + 2 + 8 + 8 + 4 + 2 + 16 + TRAILER; // format 1; format 2 adds the lineages
     if (data.length < minimal) throw bad(file, "truncated (" + data.length + " bytes)");
     ByteBuffer b = ByteBuffer.wrap(data);
     byte[] magic = new byte[4];
     b.get(magic);
     if (!java.util.Arrays.equals(magic, MAGIC)) throw bad(file, "bad magic");
     int formatVersion = b.getShort() & 0xffff;
-    if (formatVersion != FORMAT_VERSION) throw bad(file, "unknown format version " + formatVersion);
+    if (formatVersion != 1 && formatVersion != FORMAT_VERSION) {
+      throw bad(file, "unknown format version " + formatVersion);
+    }
     int flags = b.getShort() & 0xffff;
     if ((flags & ~FLAG_ZSTD) != 0) throw bad(file, "unknown flag bits " + flags);
     try {
       String storeId = getStr(b);
       long version = b.getLong();
       long base = b.getLong();
+      byte[] parent = null;
+      byte[] lineage = null;
+      int lineageAt = -1;
+      if (formatVersion >= 2) {
+        parent = new byte[LINEAGE_BYTES];
+        b.get(parent);
+        lineageAt = b.position();
+        lineage = new byte[LINEAGE_BYTES];
+        b.get(lineage);
+      }
       long n = b.getInt() & 0xffffffffL;
       int m = b.getShort() & 0xffff;
       Increment inc = new Increment(storeId, version, base);
@@ -104,6 +194,16 @@ public final class IncrementCodec {
       crc.update(data, 0, data.length - TRAILER);
       int stored = ByteBuffer.wrap(data, data.length - TRAILER, 4).getInt();
       if (stored != (int) crc.getValue()) throw bad(file, "checksum mismatch");
+      if (lineage != null) {
+        MessageDigest sha = sha256();
+        sha.update(data, 0, lineageAt);
+        sha.update(data, lineageAt + LINEAGE_BYTES, data.length - TRAILER - lineageAt - LINEAGE_BYTES);
+        if (!java.util.Arrays.equals(java.util.Arrays.copyOf(sha.digest(), LINEAGE_BYTES), lineage)) {
+          throw bad(file, "lineage does not match the file's bytes");
+        }
+        inc.parentLineage = java.util.Arrays.equals(parent, UNKNOWN_LINEAGE) ? null : parent;
+        inc.lineage = lineage;
+      }
       byte[] raw;
       if ((flags & FLAG_ZSTD) != 0) {
         byte[] frame = java.util.Arrays.copyOfRange(data, bodyStart, bodyStart + (int) storedLen);
@@ -155,11 +255,6 @@ public final class IncrementCodec {
 
   private static byte[] utf8(String s) {
     return s.getBytes(StandardCharsets.UTF_8);
-  }
-
-  private static void putStr(ByteBuffer b, String s) {
-    byte[] u = utf8(s);
-    b.putShort((short) u.length).put(u);
   }
 
   private static String getStr(ByteBuffer b) {

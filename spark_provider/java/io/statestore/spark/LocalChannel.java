@@ -63,9 +63,14 @@ final class LocalChannel {
   /** File name of the sidecar's socket in its data dir, when the path fits. */
   static final String SOCKET_NAME = "node.sock";
 
-  /** A frame to send: a COMMITTED, or a RELEASED when {@code released} (then version 0, no increment). */
-  private record Pending(String storeId, String checkpointDir, long version, boolean sync, boolean rewritesHistory,
-      byte[] increment, NodeSidecar.Spec spec, CompletableFuture<ChannelFrames.Reply> done, boolean released) {}
+  /**
+   * A frame for the sender thread: a COMMITTED ({@code notice} false: it may start the sidecar), or a notice
+   * (PROMOTE, DEMOTE, RELEASED: only for a node that listens already). {@code bytes} counts toward the backlog
+   * bound; {@code cleanup}, if set, is deleted once the node answered (or could not be reached): a directory
+   * handed over by DEMOTE is gone from there when the node adopted it.
+   */
+  private record Pending(String what, String storeId, long version, ByteBuffer frame, int bytes, boolean sync,
+      boolean notice, NodeSidecar.Spec spec, CompletableFuture<ChannelFrames.Reply> done, File cleanup) {}
 
   private final File socket;
   private final NodeSidecar sidecar;
@@ -73,6 +78,7 @@ final class LocalChannel {
   private final AtomicLong queuedBytes = new AtomicLong();
   private final AtomicLong dropped = new AtomicLong();
   private SocketChannel connection; // sender thread only
+  private volatile long connections;
   private long failures; // sender thread only
 
   private LocalChannel(File socket, NodeSidecar sidecar) {
@@ -166,12 +172,19 @@ final class LocalChannel {
 
   /** How this JVM starts its sidecar: the executor's Python, its id, and the controller of the settings. */
   static NodeSidecar.Spec sidecarSpec(ProviderSettings settings) {
-    return new NodeSidecar.Spec(python(), executorId(), settings.controller);
+    return new NodeSidecar.Spec(python(), executorId(), executorHost(), settings.controller);
   }
 
   private static String executorId() {
     SparkEnv env = SparkEnv.get();
     return env == null ? "driver" : env.executorId();
+  }
+
+  /** The executor's host as Spark's scheduler names it (its block manager's), or "" outside an executor. */
+  static String executorHost() {
+    SparkEnv env = SparkEnv.get();
+    if (env == null || env.blockManager() == null || env.blockManager().blockManagerId() == null) return "";
+    return env.blockManager().blockManagerId().host();
   }
 
   /** PYSPARK_PYTHON of the executor's environment, else Spark's confs naming it, else python3. */
@@ -195,8 +208,9 @@ final class LocalChannel {
    */
   void committed(String storeId, String checkpointDir, long version, boolean rewritesHistory, byte[] increment,
       boolean sync, NodeSidecar.Spec spec) {
-    Pending p = new Pending(storeId, checkpointDir, version, sync, rewritesHistory, increment, spec,
-        new CompletableFuture<>(), false);
+    Pending p = new Pending("version " + version, storeId, version,
+        ChannelFrames.committed(storeId, checkpointDir, version, sync, rewritesHistory, increment), increment.length,
+        sync, false, spec, new CompletableFuture<>(), null);
     if (queuedBytes.addAndGet(increment.length) > MAX_QUEUED_BYTES && !queue.isEmpty()) {
       queuedBytes.addAndGet(-increment.length);
       long n = dropped.incrementAndGet();
@@ -232,8 +246,61 @@ final class LocalChannel {
    * primary. Returns at once; no sidecar is started for it.
    */
   void released(String storeId, String checkpointDir, NodeSidecar.Spec spec) {
-    queue.add(new Pending(storeId, checkpointDir, 0, false, false, new byte[0], spec, new CompletableFuture<>(),
-        true));
+    notice("release", storeId, 0, ChannelFrames.released(storeId, checkpointDir), spec, null);
+  }
+
+  /**
+   * Tells the node, in commit order, that this JVM loaded version {@code version} of the partition to write it
+   * (Spark runs its task here now): the node becomes its primary, and reports where the state came from.
+   */
+  void promoted(String storeId, String checkpointDir, long version, byte[] lineage, int source, long applied,
+      long millis, ChannelFrames.SparkPlace place, NodeSidecar.Spec spec) {
+    notice("promotion", storeId, version,
+        ChannelFrames.promote(storeId, checkpointDir, version, lineage, source, applied, millis, place), spec, null);
+  }
+
+  /** How many connections the sender opened so far: a new one means the node may have restarted (and forgotten
+   * what it was told). */
+  long connections() {
+    return connections;
+  }
+
+  /**
+   * Hands the node the closed local directory {@code dir} of an unloaded partition, at {@code version} with
+   * {@code lineage}, to adopt as a replica (formats.md section 6); the node stops being its primary. The
+   * directory is deleted if the node does not take it.
+   */
+  void demoted(String storeId, String checkpointDir, long version, byte[] lineage, File dir, NodeSidecar.Spec spec) {
+    notice("demotion", storeId, version,
+        ChannelFrames.demote(storeId, checkpointDir, version, lineage, dir.getAbsolutePath()), spec, dir);
+  }
+
+  private void notice(String what, String storeId, long version, ByteBuffer frame, NodeSidecar.Spec spec,
+      File cleanup) {
+    queue.add(new Pending(what, storeId, version, frame, 0, false, true, spec, new CompletableFuture<>(), cleanup));
+  }
+
+  /**
+   * Asks the node for its copy of the partition at {@code version} or below, as a RocksDB checkpoint written to
+   * {@code targetDir}; waits at most {@code timeoutMs}. On its own connection (the node answers each connection
+   * in its own thread), so it does not wait behind queued commits; no sidecar is started for it: a node that is
+   * not up holds nothing. Throws IOException when no node listens or it does not answer in time.
+   */
+  ChannelFrames.Materialized materialize(String storeId, String checkpointDir, long version, File targetDir,
+      boolean allowPeer, long timeoutMs) throws IOException {
+    ByteBuffer frame = ChannelFrames.materialize(storeId, checkpointDir, version, targetDir.getAbsolutePath(),
+        allowPeer, timeoutMs);
+    try (SocketChannel c = open()) {
+      ScheduledFuture<?> deadline = DEADLINES.schedule(() -> closeQuietly(c), timeoutMs, TimeUnit.MILLISECONDS);
+      try {
+        while (frame.hasRemaining()) c.write(frame);
+        return ChannelFrames.readMaterialized(c);
+      } catch (java.nio.channels.AsynchronousCloseException e) {
+        throw new IOException("the state node at " + socket + " did not answer within " + timeoutMs + " ms", e);
+      } finally {
+        deadline.cancel(false);
+      }
+    }
   }
 
   private void run() {
@@ -244,30 +311,32 @@ final class LocalChannel {
       } catch (InterruptedException e) {
         return;
       }
-      queuedBytes.addAndGet(-p.increment().length);
+      queuedBytes.addAndGet(-p.bytes());
       ChannelFrames.Reply reply = null;
       try {
         reply = send(p);
         if (failures > 0) LOG.info("statestore: local channel to {} works again after {} failures", socket, failures);
         failures = 0;
         if (reply.status() == ChannelFrames.STATUS_REFUSED) {
-          LOG.warn("statestore: state node refused version {} of {}: {}", p.version(), p.storeId(), reply.message());
+          LOG.warn("statestore: state node refused the {} of {}: {}", p.what(), p.storeId(), reply.message());
         }
       } catch (IOException | RuntimeException e) {
         closeConnection();
         failures++;
         if (failures == 1 || failures % 100 == 0) {
-          LOG.warn("statestore: version {} of {} not handed to the state node at {} ({} failures in a row; the "
-              + "query goes on, replicas pull what they miss): {}", p.version(), p.storeId(), socket, failures,
+          LOG.warn("statestore: the {} of {} not handed to the state node at {} ({} failures in a row; the "
+              + "query goes on, replicas pull what they miss): {}", p.what(), p.storeId(), socket, failures,
               e.toString());
         }
+      } finally {
+        if (p.cleanup() != null) LocalDirs.deleteRecursively(p.cleanup());
       }
       p.done().complete(reply);
     }
   }
 
   private ChannelFrames.Reply send(Pending p) throws IOException {
-    if (p.released()) return sendReleased(p);
+    if (p.notice()) return sendNotice(p);
     if (sidecar != null && sidecar.runsOtherThan(p.spec())) {
       // Another application in this JVM (local mode): its node starts afresh, on an empty data dir.
       LOG.info("statestore: restarting the state node at {} for controller {}", socket, p.spec().controller());
@@ -275,21 +344,23 @@ final class LocalChannel {
       sidecar.stop();
     }
     if (connection == null) connection = connect(p.spec());
-    ByteBuffer frame = ChannelFrames.committed(p.storeId(), p.checkpointDir(), p.version(), p.sync(),
-        p.rewritesHistory(), p.increment());
-    return exchange(frame, p.sync() ? SYNC_WAIT_MS : ASYNC_REPLY_TIMEOUT_MS);
+    return exchange(p.frame(), p.sync() ? SYNC_WAIT_MS : ASYNC_REPLY_TIMEOUT_MS);
   }
 
-  /** A RELEASED frame, only to a node that listens already: nothing to release on a node that is not up. */
-  private ChannelFrames.Reply sendReleased(Pending p) throws IOException {
+  /** A notice (PROMOTE, DEMOTE, RELEASED), only to a node that listens already: one that is not up holds nothing
+   * to promote, adopt or release (a sidecar started later learns of the partition at its first commit). */
+  private ChannelFrames.Reply sendNotice(Pending p) throws IOException {
+    if (sidecar != null && sidecar.runsOtherThan(p.spec())) {
+      return new ChannelFrames.Reply(ChannelFrames.STATUS_ACCEPTED, "the node serves another application");
+    }
     if (connection == null) {
       try {
-        connection = open();
+        connection = openForSender();
       } catch (IOException notListening) {
-        return new ChannelFrames.Reply(ChannelFrames.STATUS_ACCEPTED, "no node listens: nothing to release");
+        return new ChannelFrames.Reply(ChannelFrames.STATUS_ACCEPTED, "no node listens: nothing to tell");
       }
     }
-    return exchange(ChannelFrames.released(p.storeId(), p.checkpointDir()), ASYNC_REPLY_TIMEOUT_MS);
+    return exchange(p.frame(), ASYNC_REPLY_TIMEOUT_MS);
   }
 
   private ChannelFrames.Reply exchange(ByteBuffer frame, long timeout) throws IOException {
@@ -306,7 +377,7 @@ final class LocalChannel {
 
   private SocketChannel connect(NodeSidecar.Spec spec) throws IOException {
     try {
-      return open();
+      return openForSender();
     } catch (IOException notListening) {
       if (sidecar == null) throw new IOException("no state node listens at " + socket + ": " + notListening, notListening);
     }
@@ -317,7 +388,7 @@ final class LocalChannel {
     long deadline = System.currentTimeMillis() + NODE_START_TIMEOUT_MS;
     while (true) {
       try {
-        return open();
+        return openForSender();
       } catch (IOException e) {
         if (!sidecar.alive()) throw new IOException("the state node exited; its log ends with:\n" + sidecar.logTail());
         if (System.currentTimeMillis() > deadline) {
@@ -336,6 +407,13 @@ final class LocalChannel {
 
   private SocketChannel open() throws IOException {
     return SocketChannel.open(UnixDomainSocketAddress.of(socket.toPath()));
+  }
+
+  /** A connection for the sender thread, counted. */
+  private SocketChannel openForSender() throws IOException {
+    SocketChannel c = open();
+    connections++;
+    return c;
   }
 
   private void closeConnection() {

@@ -24,6 +24,7 @@ import org.rocksdb.ReadOptions;
 import org.rocksdb.RocksDB;
 import org.rocksdb.RocksDBException;
 import org.rocksdb.RocksIterator;
+import org.rocksdb.Snapshot;
 import org.rocksdb.WriteBatch;
 import org.rocksdb.WriteOptions;
 
@@ -32,13 +33,16 @@ import org.rocksdb.WriteOptions;
  * bookkeeping in {@code __statestore_meta}, exact key counts, and the change set of the commit in progress.
  *
  * <p>Writes go straight into the database (no WAL): the directory is a cache of the checkpoint location,
- * trusted only while this JVM holds it, so an abort marks it dirty and the next load restores.
+ * trusted only while this JVM holds it. A batch's writes stay revertible: {@link #beginBatch} pins a RocksDB
+ * snapshot of the committed version, and {@link #rollback} writes back, for each key the batch changed, its
+ * value in that snapshot: time proportional to the batch, not to the state.
  */
 final class LocalStore implements AutoCloseable {
   static final String META_CF = "__statestore_meta";
   static final String DEFAULT_CF = "default";
   private static final byte[] VERSION_KEY = ascii("version");
   private static final byte[] STORE_ID_KEY = ascii("store_id");
+  private static final byte[] LINEAGE_KEY = ascii("lineage");
   private static final String COUNT_PREFIX = "count/";
 
   static {
@@ -60,6 +64,11 @@ final class LocalStore implements AutoCloseable {
   private final Map<String, long[]> counts = new HashMap<>();
   private final ChangeSet changes = new ChangeSet();
   private long version;
+  /** Lineage of the committed version (formats.md 3.4); null: not known. */
+  private byte[] lineage;
+  /** The committed version as the batch in progress found it, and its counts: what a rollback restores. */
+  private Snapshot batchStart;
+  private Map<String, Long> countsAtBatchStart;
 
   private LocalStore(File dir, String storeId, ProviderSettings settings) throws RocksDBException {
     this.dir = dir;
@@ -117,12 +126,18 @@ final class LocalStore implements AutoCloseable {
     if (v == null) {
       try (WriteBatch b = new WriteBatch()) {
         b.put(meta, VERSION_KEY, u64(0));
+        b.put(meta, LINEAGE_KEY, IncrementCodec.EMPTY_LINEAGE);
         b.put(meta, STORE_ID_KEY, storeId.getBytes(StandardCharsets.UTF_8));
         db.write(writeOptions, b);
       }
       version = 0;
+      lineage = IncrementCodec.EMPTY_LINEAGE;
     } else {
       version = ByteBuffer.wrap(v).getLong();
+      byte[] l = db.get(meta, LINEAGE_KEY);
+      // A store written before lineages existed, past version 0: which history it holds is not known.
+      lineage = l != null && l.length == IncrementCodec.LINEAGE_BYTES ? l
+          : (version == 0 ? IncrementCodec.EMPTY_LINEAGE : null);
       byte[] id = db.get(meta, STORE_ID_KEY);
       String found = id == null ? null : new String(id, StandardCharsets.UTF_8);
       if (!storeId.equals(found)) {
@@ -140,6 +155,11 @@ final class LocalStore implements AutoCloseable {
 
   long version() {
     return version;
+  }
+
+  /** Lineage of the committed version (formats.md 3.4), null when not known. */
+  byte[] lineage() {
+    return lineage;
   }
 
   boolean hasColumnFamily(String cf) {
@@ -258,10 +278,20 @@ final class LocalStore implements AutoCloseable {
     }
   }
 
-  /** Moves the store to {@code version + 1} and returns that commit's increment. */
-  Increment commit() throws RocksDBException {
-    long next = version + 1;
-    Increment inc = changes.toIncrement(storeId, next, this::count);
+  /**
+   * The increment of the batch in progress, as version {@code version + 1} over this store's lineage; nothing
+   * is written yet: {@link #finishCommit} does, once the increment is encoded (which sets its lineage).
+   */
+  Increment prepareCommit() {
+    Increment inc = changes.toIncrement(storeId, version + 1, this::count);
+    inc.parentLineage = lineage;
+    return inc;
+  }
+
+  /** Moves the store to the version of {@code inc} (from {@link #prepareCommit}, encoded): counts, version and
+   * lineage in one write batch. */
+  void finishCommit(Increment inc) throws RocksDBException {
+    byte[] next = lineage == null ? null : inc.lineage;
     try (WriteBatch b = new WriteBatch()) {
       ColumnFamilyHandle meta = handles.get(META_CF);
       for (Increment.CfEntry e : inc.cfTable) {
@@ -269,12 +299,74 @@ final class LocalStore implements AutoCloseable {
         if (e.exists) b.put(meta, key, u64(e.keyCount));
         else b.delete(meta, key);
       }
-      b.put(meta, VERSION_KEY, u64(next));
+      b.put(meta, VERSION_KEY, u64(inc.version));
+      putLineage(b, meta, next);
       db.write(writeOptions, b);
     }
-    version = next;
+    version = inc.version;
+    lineage = next;
     changes.clear();
-    return inc;
+    endBatch();
+  }
+
+  private static void putLineage(WriteBatch b, ColumnFamilyHandle meta, byte[] l) throws RocksDBException {
+    if (l != null) b.put(meta, LINEAGE_KEY, l);
+    else b.delete(meta, LINEAGE_KEY);
+  }
+
+  /** A batch starts writing: pin the committed version so that {@link #rollback} can restore it. */
+  void beginBatch() {
+    endBatch();
+    batchStart = db.getSnapshot();
+    countsAtBatchStart = new HashMap<>();
+    for (Map.Entry<String, long[]> e : counts.entrySet()) countsAtBatchStart.put(e.getKey(), e.getValue()[0]);
+  }
+
+  private void endBatch() {
+    if (batchStart != null) {
+      db.releaseSnapshot(batchStart);
+      batchStart.close();
+      batchStart = null;
+    }
+    countsAtBatchStart = null;
+  }
+
+  /**
+   * Undoes the batch in progress: every key it changed gets back its value at the batch's start, in one write
+   * batch; column families it created are dropped; counts are restored. Returns false, having changed nothing,
+   * when that is impossible (the batch dropped a column family: its data is gone, or no batch was begun): the
+   * caller then stops trusting this directory.
+   */
+  boolean rollback() throws RocksDBException {
+    if (!changes.droppedCfs().isEmpty() || (batchStart == null && !changes.isEmpty())) return false;
+    if (batchStart != null) {
+      try (ReadOptions atStart = new ReadOptions().setSnapshot(batchStart); WriteBatch b = new WriteBatch()) {
+        for (String cf : changes.touchedCfs()) {
+          if (changes.createdCfs().contains(cf)) continue; // dropped below, keys and all
+          ColumnFamilyHandle h = handles.get(cf);
+          for (byte[] key : changes.keys(cf)) {
+            byte[] before = db.get(h, atStart, key);
+            if (before == null) b.delete(h, key);
+            else b.put(h, key, before);
+          }
+        }
+        db.write(writeOptions, b);
+      }
+      synchronized (cfLock) {
+        for (String cf : changes.createdCfs()) {
+          ColumnFamilyHandle h = handles.remove(cf);
+          if (h != null) {
+            db.dropColumnFamily(h);
+            h.close();
+          }
+        }
+      }
+      counts.clear();
+      for (Map.Entry<String, Long> e : countsAtBatchStart.entrySet()) counts.put(e.getKey(), new long[] {e.getValue()});
+    }
+    changes.clear();
+    endBatch();
+    return true;
   }
 
   /** Applies increment {@code inc} (formats.md 3.3); {@code file} names it in errors. */
@@ -287,6 +379,13 @@ final class LocalStore implements AutoCloseable {
       throw new IOException("Version gap applying " + file + " to store " + storeId + ": expected version "
           + inc.baseVersion + ", found " + version);
     }
+    if (lineage != null && inc.parentLineage != null && !java.util.Arrays.equals(lineage, inc.parentLineage)) {
+      throw new LineageMismatchException("Lineage mismatch applying " + file + " to store " + storeId + " at version "
+          + version + ": the increment continues lineage " + IncrementCodec.hex(inc.parentLineage)
+          + ", the store holds " + IncrementCodec.hex(lineage));
+    }
+    boolean known = lineage != null && inc.parentLineage != null;
+    byte[] next = known ? inc.lineage : null;
     synchronized (cfLock) {
       for (int i = 0; i < inc.size; i++) {
         if (inc.ops[i] == Increment.DROP_COLUMN_FAMILY) {
@@ -328,9 +427,18 @@ final class LocalStore implements AutoCloseable {
         }
       }
       b.put(meta, VERSION_KEY, u64(inc.version));
+      putLineage(b, meta, next);
       db.write(writeOptions, b);
     }
     version = inc.version;
+    lineage = next;
+  }
+
+  /** An increment that continues another history than the one the store holds (formats.md 3.4). */
+  static final class LineageMismatchException extends IOException {
+    LineageMismatchException(String message) {
+      super(message);
+    }
   }
 
   /**
@@ -357,6 +465,7 @@ final class LocalStore implements AutoCloseable {
 
   @Override
   public void close() {
+    endBatch();
     for (ColumnFamilyHandle h : handles.values()) h.close();
     handles.clear();
     db.close();

@@ -28,12 +28,34 @@ final class Metrics {
       "statestoreSnapshotUploadMs", "statestore: last background snapshot, upload to the checkpoint location");
   static final StateStoreCustomMetric LOAD_TIME =
       new StateStoreCustomTimingMetric("statestoreLoadTimeMs", "statestore: time to load or restore the store");
+  static final StateStoreCustomMetric LOAD_VERSIONS_APPLIED = new StateStoreCustomSumMetric(
+      "statestoreLoadVersionsApplied", "statestore: increments applied by loads to reach the version asked for");
+  /** Per source, how many partitions' last load took their state from it (local, replica, peer, checkpoint). */
+  static final java.util.Map<StateLoader.Source, StateStoreCustomMetric> LOAD_SOURCE = loadSources();
+
+  private static java.util.Map<StateLoader.Source, StateStoreCustomMetric> loadSources() {
+    java.util.Map<StateLoader.Source, StateStoreCustomMetric> m = new java.util.EnumMap<>(StateLoader.Source.class);
+    for (StateLoader.Source s : StateLoader.Source.values()) {
+      String label = s.label();
+      String name = "statestoreLoadSource" + Character.toUpperCase(label.charAt(0)) + label.substring(1);
+      m.put(s, new StateStoreCustomSumMetric(name, "statestore: partitions whose state was loaded from " + label));
+    }
+    return java.util.Collections.unmodifiableMap(m);
+  }
+
   static final StateStoreCustomMetric SST_BYTES =
       new StateStoreCustomSizeMetric("statestoreSstBytes", "statestore: size of local SST files", false);
 
-  static final List<StateStoreCustomMetric> ALL =
-      List.of(INCREMENT_BYTES, INCREMENT_RECORDS, COMMIT_TIME, COMMIT_PREPARE_TIME, COMMIT_ENCODE_TIME,
-          COMMIT_WRITE_TIME, SNAPSHOT_FLUSH_TIME, SNAPSHOT_CHECKPOINT_TIME, SNAPSHOT_UPLOAD_TIME, LOAD_TIME, SST_BYTES);
+  static final List<StateStoreCustomMetric> ALL = all();
+
+  private static List<StateStoreCustomMetric> all() {
+    java.util.List<StateStoreCustomMetric> l = new java.util.ArrayList<>(List.of(INCREMENT_BYTES, INCREMENT_RECORDS,
+        COMMIT_TIME, COMMIT_PREPARE_TIME, COMMIT_ENCODE_TIME, COMMIT_WRITE_TIME, SNAPSHOT_FLUSH_TIME,
+        SNAPSHOT_CHECKPOINT_TIME, SNAPSHOT_UPLOAD_TIME, LOAD_TIME, LOAD_VERSIONS_APPLIED));
+    l.addAll(LOAD_SOURCE.values());
+    l.add(SST_BYTES);
+    return List.copyOf(l);
+  }
 
   private Metrics() {}
 }

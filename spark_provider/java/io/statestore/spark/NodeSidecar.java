@@ -30,7 +30,7 @@ final class NodeSidecar {
   static final long RESTART_INTERVAL_MS = 5_000;
 
   /** How to start the node: interpreter, identity and controller, from the provider's settings. */
-  record Spec(String python, String executorId, String controller) {}
+  record Spec(String python, String executorId, String executorHost, String controller) {}
 
   private final File socket;
   private final File dataDir;
@@ -80,6 +80,10 @@ final class NodeSidecar {
     List<String> cmd = new ArrayList<>(List.of(spec.python(), "-m", "statestore.cli", "node",
         "--local-socket", socket.getPath(), "--data-dir", dataDir.getPath(), "--listen", "127.0.0.1:0",
         "--node-id", spec.executorId(), "--parent-pid", Long.toString(ProcessHandle.current().pid())));
+    if (!spec.executorHost().isEmpty()) {
+      cmd.add("--executor-host");
+      cmd.add(spec.executorHost());
+    }
     if (spec.controller() != null) {
       cmd.add("--controller");
       cmd.add(spec.controller());

@@ -21,6 +21,11 @@ final class ProviderSettings {
   final String nodeSocket;
   /** Address of the controller (set by spark_provider.enable); null: none. */
   final String controller;
+  /** Longest a load waits for the state node's copy of a partition before restoring from the checkpoint. */
+  final long materializeTimeoutMs;
+  /** Whether a node without a replica may fetch the partition from a peer: auto (only for a checkpoint location
+   * that is not a local file system), always, never. */
+  final String peerFetch;
 
   private ProviderSettings(StateStoreConf conf) {
     scala.collection.immutable.Map<String, String> confs = conf.sqlConfs();
@@ -37,6 +42,12 @@ final class ProviderSettings {
     syncReplication = Boolean.parseBoolean(get(confs, "sync", "false"));
     nodeSocket = emptyToNull(get(confs, "nodeSocket", ""));
     controller = emptyToNull(get(confs, "controller", ""));
+    materializeTimeoutMs = Long.parseLong(get(confs, "materializeTimeoutMs", "10000"));
+    peerFetch = get(confs, "peerFetch", "auto").toLowerCase(java.util.Locale.ROOT);
+    if (!java.util.Set.of("auto", "always", "never").contains(peerFetch)) {
+      throw new IllegalArgumentException("statestore: " + PREFIX + "peerFetch is '" + peerFetch
+          + "'; expected auto, always or never");
+    }
   }
 
   static ProviderSettings from(StateStoreConf conf) {

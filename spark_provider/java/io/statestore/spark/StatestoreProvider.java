@@ -60,6 +60,16 @@ public final class StatestoreProvider implements StateStoreProvider {
    */
   private static final java.util.concurrent.ConcurrentHashMap<String, StatestoreProvider> LAST_COMMITTER =
       new java.util.concurrent.ConcurrentHashMap<>();
+  private StateLoader loader;
+  /** The load that brought the state to the version loaded last (a read store's load, for the write store of the
+   * same version that follows it in one task): what metrics and the node are told. */
+  private volatile StateLoader.Loaded lastLoad;
+  private long lastLoadVersion = -1;
+  /** The local channel's connection count when this provider last told its node it is the partition's
+   * primary (-1: never). */
+  private long promotedOn = -1;
+  /** The query run this provider serves (Spark sets it in the Hadoop conf it passes to init). */
+  private String runId = "";
   private NodeSidecar.Spec sidecarSpec;
   private File localDir;
   private final Map<String, RowCodec> codecs = new ConcurrentHashMap<>();
@@ -76,7 +86,6 @@ public final class StatestoreProvider implements StateStoreProvider {
   private volatile Future<?> pendingSnapshot;
   private volatile LastCommit lastCommit = new LastCommit(0, 0, 0, 0, 0, 0);
   private volatile LastSnapshot lastSnapshot = new LastSnapshot(0, 0, 0, 0);
-  private volatile long lastLoadMs;
 
   public StatestoreProvider() {
     StateStoreProvider.$init$(this);
@@ -111,12 +120,14 @@ public final class StatestoreProvider implements StateStoreProvider {
     this.storeIdString = id.operatorId() + "/" + id.partitionId() + "/" + id.storeName();
     this.settings = ProviderSettings.from(storeConf);
     this.hadoopConf = hadoopConf;
+    this.runId = hadoopConf.get("sql.streaming.runId", "");
     try {
       this.checkpoint = new CheckpointDir(id.storeCheckpointLocation(), hadoopConf);
       File jvmDir = LocalDirs.jvmDir(settings.localDir);
       this.localDir = new File(jvmDir, id.operatorId() + "_" + id.partitionId() + "_" + id.storeName() + "_"
           + java.util.UUID.randomUUID());
       this.channel = LocalChannel.of(settings);
+      this.loader = new StateLoader(storeIdString, checkpoint, settings, channel);
     } catch (IOException e) {
       throw new IllegalStateException("statestore: cannot initialise " + storeIdString + ": " + e.getMessage(), e);
     }
@@ -149,8 +160,9 @@ public final class StatestoreProvider implements StateStoreProvider {
     return lastSnapshot;
   }
 
-  long lastLoadMs() {
-    return lastLoadMs;
+  /** The load that brought this provider's state to the version last handed out (null before any). */
+  StateLoader.Loaded lastLoad() {
+    return lastLoad;
   }
 
   @Override
@@ -158,59 +170,64 @@ public final class StatestoreProvider implements StateStoreProvider {
       boolean forceSnapshotOnCommit) {
     if (version < 0) throw new IllegalArgumentException("Version cannot be less than 0: " + version);
     if (current != null) current.closeScans();
-    long start = System.nanoTime();
+    byte[] wanted = CheckpointIds.lineageOf(uniqueId, storeIdString, version);
+    StateLoader.Loaded loaded;
     try {
-      load(version);
+      loaded = loader.load(local, !localDirty, localDir, version, wanted, this::closeLocal);
     } catch (IOException | RocksDBException e) {
       closeLocal();
       throw new IllegalStateException("statestore: cannot load version " + version + " of store " + storeIdString
           + " from " + checkpoint.dir + ": " + e.getMessage(), e);
     }
-    lastLoadMs = (System.nanoTime() - start) / 1_000_000;
+    if (local != loaded.store()) {
+      local = loaded.store();
+      lastSnapshotVersion = loaded.fromVersion();
+    }
+    localDirty = false;
+    staleAbove = loaded.latestInCheckpoint() > version ? version : Long.MAX_VALUE;
+    boolean sameVersionAgain = lastLoadVersion == version && loaded.source() == StateLoader.Source.LOCAL
+        && loaded.versionsApplied() == 0 && lastLoad != null;
+    if (!sameVersionAgain) {
+      lastLoad = loaded;
+      lastLoadVersion = version;
+      logLoad(loaded, version, readOnly);
+    }
     current = new StatestoreStore(this, local, version, readOnly);
-    if (!readOnly) writerOpen = true;
+    if (!readOnly) {
+      writerOpen = true;
+      local.beginBatch();
+      if (channel != null) {
+        StateLoader.Loaded effective = lastLoad;
+        LAST_COMMITTER.put(partitionKey(), this);
+        // Spark runs the partition's task here now: the node becomes its primary (no news when it already is,
+        // unless the node may have restarted since: it then forgot).
+        if (effective.source() != StateLoader.Source.LOCAL || promotedOn != channel.connections()) {
+          channel.promoted(storeIdString, checkpoint.dir.toString(), version, local.lineage(),
+              effective.source().code, effective.versionsApplied(), effective.millis(), sparkPlace(), sidecarSpec);
+          promotedOn = channel.connections();
+        }
+      }
+    }
     return current;
   }
 
-  /** Brings the local store to {@code version}: reuse, catch up with increments, or restore. */
-  private void load(long version) throws IOException, RocksDBException {
-    if (local != null && !localDirty && local.version() == version) return;
-    CheckpointDir.Listing listing = checkpoint.list();
-    staleAbove = listing.latest() > version ? version : Long.MAX_VALUE;
-    if (local != null && !localDirty && local.version() < version
-        && listing.increments().subSet(local.version() + 1, true, version, true).size() == version - local.version()) {
-      for (long v = local.version() + 1; v <= version; v++) {
-        local.apply(checkpoint.readIncrement(v), checkpoint.incrementPath(v).toString());
-      }
-      return;
-    }
-    restore(version, listing);
+  /** Who runs this partition's task now, in Spark's terms (the driver steers the next task with it). */
+  private ChannelFrames.SparkPlace sparkPlace() {
+    org.apache.spark.SparkEnv env = org.apache.spark.SparkEnv.get();
+    String executorId = env == null ? "driver" : env.executorId();
+    return new ChannelFrames.SparkPlace(runId, storeId.checkpointRootLocation(), executorId,
+        LocalChannel.executorHost());
   }
 
-  private void restore(long version, CheckpointDir.Listing listing) throws IOException, RocksDBException {
-    closeLocal();
-    LocalDirs.deleteRecursively(localDir);
-    Long snapshot = listing.snapshots().floor(version);
-    if (snapshot != null) {
-      SnapshotManifest m = checkpoint.downloadSnapshot(snapshot, localDir);
-      if (!storeIdString.equals(m.storeId)) {
-        throw new IOException("Snapshot " + checkpoint.snapshotPath(snapshot) + " belongs to store '" + m.storeId
-            + "', not '" + storeIdString + "'");
-      }
+  private void logLoad(StateLoader.Loaded l, long version, boolean readOnly) {
+    String passed = l.passedOver().isEmpty() ? "" : " (passed over: " + l.passedOver() + ")";
+    if (l.source() == StateLoader.Source.LOCAL && l.versionsApplied() == 0 && passed.isEmpty()) {
+      LOG.debug("statestore: loaded {} version {} from its local directory", storeIdString, version);
+      return;
     }
-    local = LocalStore.open(localDir, storeIdString, settings);
-    localDirty = false;
-    long base = snapshot == null ? 0 : snapshot;
-    if (local.version() != base) {
-      throw new IOException("Snapshot " + checkpoint.snapshotPath(base) + " holds version " + local.version()
-          + ", its manifest says " + base);
-    }
-    lastSnapshotVersion = base;
-    for (long v = base + 1; v <= version; v++) {
-      local.apply(checkpoint.readIncrement(v), checkpoint.incrementPath(v).toString());
-    }
-    LOG.info("statestore: restored {} at version {} from snapshot {} and {} increments", storeIdString, version,
-        base, version - base);
+    LOG.info("statestore: loaded {} version {}{} from {} (at version {}, {} increments applied) in {} ms{}",
+        storeIdString, version, readOnly ? " to read" : "", l.source().label(), l.fromVersion(),
+        l.versionsApplied(), l.millis(), passed);
   }
 
   /**
@@ -220,7 +237,7 @@ public final class StatestoreProvider implements StateStoreProvider {
   synchronized long commit(LocalStore store) {
     long start = System.nanoTime();
     try {
-      Increment inc = store.commit();
+      Increment inc = store.prepareCommit();
       // Loaded older than what the checkpoint location held: this commit rewrites history (formats.md 5, 6).
       boolean rewritesHistory = staleAbove != Long.MAX_VALUE;
       if (rewritesHistory) {
@@ -229,6 +246,7 @@ public final class StatestoreProvider implements StateStoreProvider {
       }
       long prepared = System.nanoTime();
       byte[] bytes = IncrementCodec.encode(inc, settings.zstdLevel);
+      store.finishCommit(inc);
       long encoded = System.nanoTime();
       checkpoint.writeIncrement(inc.version, bytes);
       long written = System.nanoTime();
@@ -335,11 +353,23 @@ public final class StatestoreProvider implements StateStoreProvider {
     LOG.debug("statestore: snapshot {} of {}: {}", version, storeIdString, lastSnapshot);
   }
 
+  /** The batch's writes went straight into the database: write back what they changed (a batch's worth of
+   * work); only when that is impossible is the directory left to the next load to replace. */
   synchronized void abort(LocalStore store) {
-    // Writes went straight into the database: the next load restores rather than trust it.
-    localDirty = true;
-    writerOpen = false;
-    notifyAll();
+    try {
+      if (store == local && !store.rollback()) {
+        localDirty = true;
+        LOG.info("statestore: abort of {} version {}: the batch dropped a column family, so its writes cannot be "
+            + "undone; the next load replaces the local directory", storeIdString, store.version());
+      }
+    } catch (RocksDBException | RuntimeException e) {
+      localDirty = true;
+      LOG.warn("statestore: abort of {} could not undo the batch's writes ({}); the next load replaces the local "
+          + "directory", storeIdString, e.toString());
+    } finally {
+      writerOpen = false;
+      notifyAll();
+    }
   }
 
   @Override
@@ -385,13 +415,30 @@ public final class StatestoreProvider implements StateStoreProvider {
       }
     }
     synchronized (this) {
+      // After the commits already queued, the node stops claiming the partition (formats.md section 6), unless
+      // another provider of this JVM (a later query run) took it since. A clean local directory is handed to
+      // the node to keep as a replica (DEMOTE): the query's next run, or a move back, finds it warm.
+      boolean owner = channel != null && LAST_COMMITTER.remove(partitionKey(), this);
+      LocalStore store = local;
+      boolean handOver = owner && store != null && !localDirty && !writerOpen && !store.hasUncommittedChanges()
+          && store.lineage() != null;
+      long version = handOver ? store.version() : 0;
+      byte[] lineage = handOver ? store.lineage() : null;
+      if (handOver) {
+        try {
+          store.flush(); // the WAL is off: what the memtables hold must be in SST files before the node opens it
+        } catch (RocksDBException | RuntimeException e) {
+          LOG.info("statestore: {} not handed to the state node, flush failed: {}", storeIdString, e.toString());
+          handOver = false;
+        }
+      }
       closeLocal();
-      if (localDir != null) LocalDirs.deleteRecursively(localDir);
-    }
-    // After the commits already queued: the node stops claiming the partition (formats.md section 6), unless
-    // another provider of this JVM (a later query run) committed it since.
-    if (channel != null && LAST_COMMITTER.remove(partitionKey(), this)) {
-      channel.released(storeIdString, checkpoint.dir.toString(), sidecarSpec);
+      if (handOver) {
+        channel.demoted(storeIdString, checkpoint.dir.toString(), version, lineage, localDir, sidecarSpec);
+      } else {
+        if (localDir != null) LocalDirs.deleteRecursively(localDir);
+        if (owner) channel.released(storeIdString, checkpoint.dir.toString(), sidecarSpec);
+      }
     }
   }
 

@@ -28,6 +28,9 @@ public final class StatestoreStore implements StateStore {
   private final List<ScanIterator> openScans = new ArrayList<>();
   private volatile State state = State.UPDATING;
   private long committedVersion = -1;
+  /** Lineages of the version loaded and of the one committed (formats.md 3.4): Spark's checkpoint ids (v2). */
+  private final byte[] baseLineage;
+  private byte[] committedLineage;
   // The key of the last get() and whether it existed: put() right after get() skips a lookup for the count.
   private String lastCf;
   private byte[] lastKey;
@@ -39,6 +42,7 @@ public final class StatestoreStore implements StateStore {
     this.local = local;
     this.baseVersion = baseVersion;
     this.readOnly = readOnly;
+    this.baseLineage = local.lineage();
   }
 
   @Override
@@ -283,6 +287,7 @@ public final class StatestoreStore implements StateStore {
   public long commit() {
     checkWritable("commit");
     committedVersion = provider.commit(local);
+    committedLineage = local.lineage();
     state = State.COMMITTED;
     return committedVersion;
   }
@@ -298,7 +303,7 @@ public final class StatestoreStore implements StateStore {
   @Override
   public void release() {
     closeScans();
-    if (state == State.UPDATING && !readOnly && local.uncommittedBytes() > 0) provider.abort(local);
+    if (state == State.UPDATING && !readOnly) provider.abort(local); // undoes the batch's writes, if any
     state = State.RELEASED;
   }
 
@@ -326,7 +331,14 @@ public final class StatestoreStore implements StateStore {
     custom.put(Metrics.SNAPSHOT_FLUSH_TIME, ls.flushMs());
     custom.put(Metrics.SNAPSHOT_CHECKPOINT_TIME, ls.checkpointMs());
     custom.put(Metrics.SNAPSHOT_UPLOAD_TIME, ls.uploadMs());
-    custom.put(Metrics.LOAD_TIME, provider.lastLoadMs());
+    StateLoader.Loaded load = provider.lastLoad();
+    if (load != null) {
+      custom.put(Metrics.LOAD_TIME, load.millis());
+      custom.put(Metrics.LOAD_VERSIONS_APPLIED, load.versionsApplied());
+      for (Map.Entry<StateLoader.Source, StateStoreCustomMetric> e : Metrics.LOAD_SOURCE.entrySet()) {
+        custom.put(e.getValue(), load.source() == e.getKey() ? 1L : 0L);
+      }
+    }
     custom.put(Metrics.SST_BYTES, local.sstBytes());
     return new StateStoreMetrics(local.totalCount(), local.memoryBytes(), Scala.map(custom),
         Scala.map(new HashMap<>()));
@@ -334,8 +346,12 @@ public final class StatestoreStore implements StateStore {
 
   @Override
   public StateStoreCheckpointInfo getStateStoreCheckpointInfo() {
-    long v = state == State.COMMITTED ? committedVersion : baseVersion;
-    return new StateStoreCheckpointInfo(id().partitionId(), v, scala.Option.empty(), scala.Option.empty());
+    if (state == State.COMMITTED) {
+      return new StateStoreCheckpointInfo(id().partitionId(), committedVersion, CheckpointIds.of(committedLineage),
+          CheckpointIds.of(baseLineage));
+    }
+    return new StateStoreCheckpointInfo(id().partitionId(), baseVersion, CheckpointIds.of(baseLineage),
+        scala.Option.empty());
   }
 
   @Override

@@ -1,0 +1,137 @@
+"""Failover: a lost executor's partitions resume from their warm replicas (DESIGN.md section 4, "Failover").
+
+The protocol's steps, in order (the provider's side of steps 4 and 5 is `StateLoader` in the Java provider):
+
+1. **Notice** the loss from Spark itself: the driver's executor watch reports the removed executor
+   (`Failover.executor_lost`), without waiting for missed heartbeats.
+2. **Fence** the executor's state node: dead from now on (`Membership.lose`), so placement re-plans around it
+   and nothing it still says counts.
+3. **Choose**, for each partition whose primary ran there, the freshest live replica holder: the highest
+   version held, then the node with the fewest primaries, then the node id (deterministic).
+4. **Steer** the partition's next task to that holder's executor (Spark's `StateStoreCoordinator`, through the
+   `steer` callback the driver gives), before the next micro-batch is planned.
+5. There the provider **materializes** the last committed version from its node's replica plus the
+   increments it lacks, read from the checkpoint location, and **promotes** the node to primary.
+6. The controller **re-plans** the partition's replica group back to q replicas around the new primary (on
+   the promotion's heartbeat).
+
+Spark replays the failed batch from its offset log, so results stay exactly-once; a replica whose lineage
+is in doubt is never used (the provider checks it against the checkpoint location).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from statestore.controller.membership import Membership, PartitionRecord
+from statestore.node.logs import log_event
+from statestore.rpc import common_pb2
+
+_log = logging.getLogger("statestore.controller.failover")
+
+
+@dataclass(frozen=True)
+class Steer:
+    """One steering decision: run partition `store`'s next task on `executor_id` at `executor_host`, where node
+    `node_id` holds its replica at `version_held`. `run_id` and `state_root` name the partition to Spark."""
+
+    store: common_pb2.StoreRef
+    run_id: str
+    state_root: str
+    executor_id: str
+    executor_host: str
+    node_id: str
+    version_held: int
+    primary_version: int
+    lost_executor: str
+
+    def describe(self) -> str:
+        """One line for logs and status."""
+        return (
+            f"executor {self.executor_id} (node {self.node_id}, replica at version {self.version_held} of "
+            f"{self.primary_version}) after executor {self.lost_executor} was lost"
+        )
+
+
+SteerFunction = Callable[[Steer], None]
+
+
+class Failover:
+    """Runs the failover protocol for the controller; remembers the last decision per partition for status."""
+
+    def __init__(self, membership: Membership) -> None:
+        self._membership = membership
+        self._lock = threading.Lock()
+        self._steered: dict[str, tuple[Steer, float]] = {}  # partition key -> (decision, when)
+
+    def executor_lost(self, executor_id: str, steer: SteerFunction) -> list[Steer]:
+        """Steps 1 to 4 for Spark's report that executor `executor_id` is gone; returns the decisions taken."""
+        # 1. notice (the caller is Spark's executor-removed event)
+        node_id = self._membership.node_of_executor(executor_id)
+        log_event(_log, "executor_lost", executor=executor_id, node=node_id)
+        if node_id is None:
+            return []
+        # 2. fence
+        self._membership.lose(node_id)
+        decisions = []
+        for partition in self._membership.partitions():
+            if partition.primary != node_id:
+                continue
+            # 3. choose
+            decision = self._choose(partition, executor_id)
+            if decision is None:
+                continue
+            # 4. steer
+            try:
+                steer(decision)
+            except Exception as exc:  # steering is an optimisation: Spark still runs the task somewhere
+                log_event(_log, "steer_failed", logging.WARNING, store=partition.store.store_id, error=repr(exc))
+                continue
+            with self._lock:
+                self._steered[partition.key] = (decision, time.monotonic())
+            log_event(
+                _log,
+                "steered",
+                store=partition.store.store_id,
+                checkpoint=partition.store.checkpoint_dir,
+                to_executor=decision.executor_id,
+                node=decision.node_id,
+                version_held=decision.version_held,
+                primary_version=decision.primary_version,
+            )
+            decisions.append(decision)
+        return decisions
+
+    def _choose(self, partition: PartitionRecord, lost_executor: str) -> Steer | None:
+        place = partition.report.place
+        if not place.run_id or not place.state_root:
+            log_event(_log, "not_steered", store=partition.store.store_id, why="its run and state root are unknown")
+            return None
+        for record, version in self._membership.holders(partition.key):
+            if record.executor_id and record.executor_host:
+                return Steer(
+                    partition.store,
+                    place.run_id,
+                    place.state_root,
+                    record.executor_id,
+                    record.executor_host,
+                    record.node_id,
+                    version,
+                    partition.report.version,
+                    lost_executor,
+                )
+        log_event(_log, "not_steered", store=partition.store.store_id, why="no live replica holder with an executor")
+        return None
+
+    def steered(self, key: str) -> str:
+        """The last steering decision for partition `key`, described, with how long ago ("" if none)."""
+        with self._lock:
+            entry = self._steered.get(key)
+        if entry is None:
+            return ""
+        decision, at = entry
+        return f"{decision.describe()}, {time.monotonic() - at:.0f}s ago"

@@ -1,0 +1,278 @@
+package io.statestore.spark;
+
+import java.io.File;
+import java.io.IOException;
+import java.util.Arrays;
+import org.rocksdb.RocksDBException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Where a load's state comes from, decided in one place (DESIGN.md section 4, "Materializing a replica"). For
+ * version {@code v} of a store partition, the first source that is certain wins:
+ * <ol>
+ *   <li><b>local</b>: this provider's own directory, at {@code v} or below on the history the checkpoint
+ *       location holds, caught up with the increments it lacks;</li>
+ *   <li><b>replica</b> or <b>peer</b>: the state node of this executor writes a RocksDB checkpoint of its copy
+ *       of the partition (its replica: hard links; or one fetched from a peer node) at some {@code w <= v}
+ *       into this provider's directory; used only when its lineage at {@code w} is the checkpoint location's
+ *       (formats.md 3.4), then caught up with increments {@code w+1..v};</li>
+ *   <li><b>checkpoint</b>: restored from the checkpoint location (snapshot plus increments).</li>
+ * </ol>
+ * A source in doubt is never used: the next one is tried, and the log says why. The node never makes a load
+ * fail; only the checkpoint location's own errors do.
+ */
+final class StateLoader {
+  private static final Logger LOG = LoggerFactory.getLogger(StateLoader.class);
+
+  /** Where a load's state came from. */
+  enum Source {
+    LOCAL(ChannelFrames.SOURCE_LOCAL), REPLICA(ChannelFrames.SOURCE_REPLICA), PEER(ChannelFrames.SOURCE_PEER),
+    CHECKPOINT(ChannelFrames.SOURCE_CHECKPOINT);
+
+    final int code;
+
+    Source(int code) {
+      this.code = code;
+    }
+
+    static Source ofCode(int code) {
+      for (Source s : values()) if (s.code == code) return s;
+      return REPLICA;
+    }
+
+    String label() {
+      return name().toLowerCase(java.util.Locale.ROOT);
+    }
+  }
+
+  /** A load's outcome: the store at the version asked for, where it came from, from which version it was
+   * caught up, how many increments that took, how long the whole load took, and why earlier sources were
+   * passed over (empty when the first one served). */
+  record Loaded(LocalStore store, Source source, long fromVersion, long versionsApplied, long millis,
+      long latestInCheckpoint, String passedOver) {}
+
+  private final String storeId;
+  private final CheckpointDir checkpoint;
+  private final ProviderSettings settings;
+  private final LocalChannel channel;
+
+  StateLoader(String storeId, CheckpointDir checkpoint, ProviderSettings settings, LocalChannel channel) {
+    this.storeId = storeId;
+    this.checkpoint = checkpoint;
+    this.settings = settings;
+    this.channel = channel;
+  }
+
+  /**
+   * Brings the partition to {@code version}. {@code current} is this provider's open store ({@code trusted}
+   * false: an abort or failed commit left it in doubt), {@code dir} its directory; {@code wanted} the lineage
+   * Spark asks for (checkpoint format v2), else null. {@code closeCurrent} closes {@code current} when another
+   * source replaces it.
+   */
+  Loaded load(LocalStore current, boolean trusted, File dir, long version, byte[] wanted, Runnable closeCurrent)
+      throws IOException, RocksDBException {
+    long start = System.nanoTime();
+    CheckpointDir.Listing listing = checkpoint.list();
+    Target target = new Target(version, wanted);
+    StringBuilder passed = new StringBuilder();
+
+    if (current != null) {
+      long held = current.version();
+      String why = trusted ? catchUpOwn(current, version, target, listing) : "an aborted batch left it in doubt";
+      if (why == null) {
+        return new Loaded(current, Source.LOCAL, held, version - held, elapsedMs(start), listing.latest(), "");
+      }
+      passed.append("own directory: ").append(why);
+    }
+    closeCurrent.run();
+    LocalDirs.deleteRecursively(dir);
+
+    if (channel != null && version > 0) {
+      NodeCopy copy = fromNode(dir, version, target, listing);
+      if (copy.store != null) {
+        return new Loaded(copy.store, copy.source, copy.from, version - copy.from, elapsedMs(start), listing.latest(),
+            note(passed, copy.why));
+      }
+      note(passed, copy.why);
+      LocalDirs.deleteRecursively(dir);
+    }
+    LocalStore restored = restore(dir, version, listing);
+    try {
+      String mismatch = target.mismatch(restored, "the store restored from the checkpoint location");
+      if (mismatch != null && wanted != null) {
+        throw new IOException("statestore: " + mismatch + " (checkpoint format v2: Spark's commit log names another "
+            + "history of version " + version + " than the checkpoint location " + checkpoint.dir + " holds)");
+      }
+    } catch (IOException | RuntimeException e) {
+      restored.close();
+      throw e;
+    }
+    long base = listing.snapshots().floor(version) == null ? 0 : listing.snapshots().floor(version);
+    return new Loaded(restored, Source.CHECKPOINT, base, version - base, elapsedMs(start), listing.latest(),
+        passed.toString());
+  }
+
+  /**
+   * Brings this provider's own store to {@code version} with the checkpoint location's increments; returns null
+   * when it is there on the right history, else why it cannot serve (the caller then discards it).
+   */
+  private String catchUpOwn(LocalStore own, long version, Target target, CheckpointDir.Listing listing)
+      throws RocksDBException {
+    long held = own.version();
+    if (held > version) return "it holds version " + held + ", past " + version + " (Spark re-runs a batch)";
+    if (held < version && listing.increments().subSet(held + 1, true, version, true).size() != version - held) {
+      return "increments " + (held + 1) + ".." + version + " are not all in the checkpoint location";
+    }
+    try {
+      for (long v = held + 1; v <= version; v++) {
+        own.apply(checkpoint.readIncrement(v), checkpoint.incrementPath(v).toString());
+      }
+      if (own.lineage() == null) {
+        // Written before lineages existed: trusted as this JVM's own cache, as before (never for replicas).
+        return null;
+      }
+      return target.mismatch(own, "its version " + version);
+    } catch (IOException e) {
+      return e.getMessage();
+    }
+  }
+
+  /** What the node offered: a store on the right history at the version asked for, or why there is none. */
+  private record NodeCopy(LocalStore store, Source source, long from, String why) {}
+
+  private NodeCopy fromNode(File dir, long version, Target target, CheckpointDir.Listing listing) {
+    ChannelFrames.Materialized answer;
+    try {
+      answer = channel.materialize(storeId, checkpoint.dir.toString(), version, dir, allowPeer(),
+          settings.materializeTimeoutMs);
+    } catch (IOException e) {
+      return new NodeCopy(null, null, 0, "state node: " + e.getMessage());
+    }
+    if (!answer.done()) return new NodeCopy(null, null, 0, "state node: " + answer.message());
+    Source source = Source.ofCode(answer.source());
+    String label = source.label() + " at version " + answer.version();
+    LocalStore store = null;
+    try {
+      store = LocalStore.open(dir, storeId, settings);
+      if (store.version() != answer.version() || !Arrays.equals(store.lineage(), answer.lineage())) {
+        throw new IOException("the checkpoint the node wrote holds version " + store.version() + ", lineage "
+            + IncrementCodec.hex(store.lineage()) + ", not what the node announced");
+      }
+      if (store.lineage() == null) throw new IOException("its lineage is not known");
+      String mismatch = lineageAgainstCheckpoint(store, version, target, listing);
+      if (mismatch != null) throw new IOException(mismatch);
+      for (long v = store.version() + 1; v <= version; v++) {
+        store.apply(checkpoint.readIncrement(v), checkpoint.incrementPath(v).toString());
+      }
+      mismatch = target.mismatch(store, label + " caught up to " + version);
+      if (mismatch != null) throw new IOException(mismatch);
+      return new NodeCopy(store, source, answer.version(), null);
+    } catch (IOException | RocksDBException | RuntimeException e) {
+      if (store != null) store.close();
+      return new NodeCopy(null, null, 0, label + " not used: " + e.getMessage());
+    }
+  }
+
+  /** Null when the store's lineage at its version is the checkpoint location's, else why not. */
+  private String lineageAgainstCheckpoint(LocalStore store, long version, Target target,
+      CheckpointDir.Listing listing) throws IOException {
+    long w = store.version();
+    if (w == version) return target.mismatch(store, "its version " + w);
+    if (w > version) return "it holds version " + w + ", past " + version;
+    if (w == 0) return Arrays.equals(store.lineage(), IncrementCodec.EMPTY_LINEAGE) ? null : "bad lineage at 0";
+    if (!listing.increments().contains(w)) {
+      return "increment " + w + " is no longer in the checkpoint location to check its lineage";
+    }
+    IncrementCodec.Header header = checkpoint.readHeader(w, storeId);
+    if (header == null || header.lineage() == null) return "the lineage of version " + w + " is not known";
+    if (!Arrays.equals(header.lineage(), store.lineage())) {
+      return "its version " + w + " has lineage " + IncrementCodec.hex(store.lineage()) + ", the checkpoint location's "
+          + IncrementCodec.hex(header.lineage()) + " (a history Spark abandoned)";
+    }
+    return null;
+  }
+
+  private boolean allowPeer() {
+    return switch (settings.peerFetch) {
+      case "always" -> true;
+      case "never" -> false;
+      default -> !"file".equals(checkpoint.dir.toUri().getScheme()); // auto: a remote checkpoint location
+    };
+  }
+
+  private LocalStore restore(File dir, long version, CheckpointDir.Listing listing)
+      throws IOException, RocksDBException {
+    Long snapshot = listing.snapshots().floor(version);
+    if (snapshot != null) {
+      SnapshotManifest m = checkpoint.downloadSnapshot(snapshot, dir);
+      if (!storeId.equals(m.storeId)) {
+        throw new IOException("Snapshot " + checkpoint.snapshotPath(snapshot) + " belongs to store '" + m.storeId
+            + "', not '" + storeId + "'");
+      }
+    }
+    LocalStore store = LocalStore.open(dir, storeId, settings);
+    try {
+      long base = snapshot == null ? 0 : snapshot;
+      if (store.version() != base) {
+        throw new IOException("Snapshot " + checkpoint.snapshotPath(base) + " holds version " + store.version()
+            + ", its manifest says " + base);
+      }
+      for (long v = base + 1; v <= version; v++) {
+        store.apply(checkpoint.readIncrement(v), checkpoint.incrementPath(v).toString());
+      }
+      return store;
+    } catch (IOException | RocksDBException | RuntimeException e) {
+      store.close();
+      throw e;
+    }
+  }
+
+  /** The lineage version {@code version} must have: Spark's (format v2) if given, else the checkpoint
+   * location's, read from the increment's header on first use. */
+  private final class Target {
+    private final long version;
+    private final byte[] wanted;
+    private byte[] fromCheckpoint;
+    private boolean read;
+
+    Target(long version, byte[] wanted) {
+      this.version = version;
+      this.wanted = wanted;
+    }
+
+    byte[] lineage() throws IOException {
+      if (wanted != null) return wanted;
+      if (version == 0) return IncrementCodec.EMPTY_LINEAGE;
+      if (!read) {
+        IncrementCodec.Header header = checkpoint.readHeader(version, storeId);
+        fromCheckpoint = header == null ? null : header.lineage();
+        read = true;
+      }
+      return fromCheckpoint;
+    }
+
+    /** Null when {@code store} (at {@link #version}) has this lineage, else why not. */
+    String mismatch(LocalStore store, String what) throws IOException {
+      byte[] expected = lineage();
+      if (expected == null) return what + ": the checkpoint location does not say its lineage";
+      if (store.lineage() == null) return what + ": its lineage is not known";
+      if (!Arrays.equals(expected, store.lineage())) {
+        return what + " has lineage " + IncrementCodec.hex(store.lineage()) + ", "
+            + (wanted != null ? "Spark asks for " : "the checkpoint location holds ") + IncrementCodec.hex(expected);
+      }
+      return null;
+    }
+  }
+
+  private static String note(StringBuilder passed, String why) {
+    if (why == null) return passed.toString();
+    if (passed.length() > 0) passed.append("; ");
+    passed.append(why);
+    return passed.toString();
+  }
+
+  private static long elapsedMs(long start) {
+    return (System.nanoTime() - start) / 1_000_000;
+  }
+}
