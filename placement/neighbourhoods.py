@@ -58,7 +58,8 @@ def choose_primaries(problem: Problem, X: np.ndarray, rows: np.ndarray | None = 
     cost = traffic + problem.primary_costs[rows[:, None], group]
     best = np.argmin(cost, axis=1)
     i = np.arange(len(rows))
-    better = cost[i, best] < cost[:, 0] - 1e-9 * np.maximum(1.0, np.abs(cost[:, 0]))
+    with np.errstate(invalid="ignore"):  # inf - inf (a pinned primary off its node) compares as "not better"
+        better = cost[i, best] < cost[:, 0] - 1e-9 * np.maximum(1.0, np.abs(cost[:, 0]))
     p, lead = rows[better], best[better]
     X[p, 0], X[p, lead] = X[p, lead], X[p, 0]
     return X
@@ -169,7 +170,9 @@ def reseat_pairs(problem: Problem, X: np.ndarray, budget: float = 2e6) -> np.nda
         total = np.where(fits, own[p][:, None] + own[r][None, :] + load, np.inf)
         now = total[group_of(p), group_of(r)]
         a, b = np.unravel_index(int(np.argmin(total)), total.shape)
-        if total[a, b] < now - 1e-9 * max(1.0, abs(now)):
+        with np.errstate(invalid="ignore"):  # inf - inf: no feasible improvement, nothing moves
+            improves = total[a, b] < now - 1e-9 * max(1.0, abs(now))
+        if improves:
             X[p], X[r] = groups[a], groups[b]
     return X
 

@@ -1,13 +1,18 @@
 """The replica groups' controller in the driver: started by `enable()`, stopped with the SparkContext.
 
 Executors learn its address from the `controller` setting (a Spark conf the provider reads) and pass it
-to the state nodes they start.
+to the state nodes they start. Once the SparkContext is up, an executor watch fails the partitions of every
+executor Spark removes over to their replica holders (spark_provider.steering). The controller's log goes to
+a file (`log_path`), as JSON lines, not to the driver's console.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
+import os
 import socket
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +43,8 @@ class DriverController:
     dead_after: float = 3.0
     forget_after: float = 60.0
     address: str = ""
+    log_path: str = ""
+    watch: Any = None  # spark_provider.steering.ExecutorWatch, once the SparkContext is up
     _controller: Any = None
     _stopped: threading.Event = field(default_factory=threading.Event)
 
@@ -45,6 +52,7 @@ class DriverController:
         """Serve on a free port; returns the address executors use."""
         from statestore.controller.server import Controller  # grpc loads only when replication is on
 
+        self.log_path = self.log_path or _log_to_file()
         self._controller = Controller(
             f"{self.listen_host}:0", self.replication_factor, self.dead_after, forget_after=self.forget_after
         )
@@ -58,6 +66,8 @@ class DriverController:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        if self.watch is not None:
+            self.watch.stop()
         if self._controller is not None:
             self._controller.stop(grace=1.0)
         if self in _running:
@@ -70,13 +80,29 @@ class DriverController:
             from pyspark import SparkContext
 
             context = None
-            while context is None and not self._stopped.wait(_POLL_SECONDS):
+            # The active context is set before its JVM side (`_jsc`) exists: wait for both.
+            while (context is None or getattr(context, "_jsc", None) is None) and not self._stopped.wait(
+                _POLL_SECONDS
+            ):
                 context = SparkContext._active_spark_context
+            if context is not None:
+                self._watch_executors(context)
             while SparkContext._active_spark_context is context and not self._stopped.wait(_POLL_SECONDS):
                 pass
             self.stop()
 
         threading.Thread(target=watch, name="statestore-controller-watch", daemon=True).start()
+
+    def _watch_executors(self, context: Any) -> None:
+        from spark_provider.steering import ExecutorWatch
+
+        try:
+            watch = ExecutorWatch(context, self._controller)
+            watch.start()
+        except Exception as exc:  # no steering is slower failover, never a failed query
+            logging.getLogger("statestore.controller").warning("executor watch not started: %r", exc)
+            return
+        self.watch = watch
 
 
 def start_driver_controller(
@@ -88,6 +114,18 @@ def start_driver_controller(
     controller.start()
     controller.stop_with_spark_context()
     return controller
+
+
+def _log_to_file() -> str:
+    """Send the `statestore` loggers of this (the driver's) process to a JSON-lines file; returns its path.
+    Set STATESTORE_CONTROLLER_LOG to choose it."""
+    from statestore.node.logs import configure_logging
+
+    path = os.environ.get("STATESTORE_CONTROLLER_LOG") or os.path.join(
+        tempfile.gettempdir(), f"statestore-controller-{os.getpid()}.log"
+    )
+    configure_logging("INFO", open(path, "a", buffering=1, encoding="utf-8"))  # noqa: SIM115 (lives with the process)
+    return path
 
 
 @atexit.register

@@ -102,10 +102,7 @@ class Membership:
         heartbeats. Returns whether the node was known."""
         with self._lock:
             self._lost.add(node_id)
-            record = self._nodes.get(node_id)
-            if record is not None:
-                record.last_seen = float("-inf")
-            return record is not None
+            return node_id in self._nodes
 
     def node_of_executor(self, executor_id: str) -> str | None:
         """The node keeping the state of Spark executor `executor_id` (a sidecar's node id is its executor's)."""
@@ -169,8 +166,8 @@ class Membership:
             return stale
 
     def is_alive(self, record: NodeRecord) -> bool:
-        """Whether the node heartbeated within `dead_after`."""
-        return self._clock() - record.last_seen <= self.dead_after
+        """Whether the node heartbeated within `dead_after` (and Spark did not remove its executor)."""
+        return record.node_id not in self._lost and self._clock() - record.last_seen <= self.dead_after
 
     def nodes(self) -> list[NodeRecord]:
         """Every registered node, by id."""

@@ -114,16 +114,18 @@ class Materialized:
 
 @dataclass(frozen=True)
 class Promote:
-    """A `PROMOTE` frame: the provider loaded `version` of the partition to write it, from `source` (0 local,
-    1 replica, 2 peer, 3 checkpoint location), applying `versions_applied` increments in `millis`; `run_id`,
-    `state_root`, `executor_id` and `executor_host` name it for Spark's scheduler (steering)."""
+    """A `PROMOTE` frame: the provider loaded `version` of the partition to write it. Its last load from
+    elsewhere than its own directory (or its first load) took version `load_version` from `source` (0 local,
+    1 replica, 2 peer, 3 checkpoint location) at `from_version` in `millis`; `run_id`, `state_root`,
+    `executor_id` and `executor_host` name the partition and its executor to Spark's scheduler (steering)."""
 
     store_id: str
     checkpoint_dir: str
     version: int
     lineage: bytes | None
     source: int
-    versions_applied: int
+    load_version: int
+    from_version: int
     millis: int
     run_id: str
     state_root: str
@@ -303,7 +305,7 @@ def encode_promote(message: Promote) -> bytes:
         + _string(message.checkpoint_dir)
         + struct.pack(">Q", message.version)
         + _lineage(message.lineage)
-        + struct.pack(">BII", message.source, message.versions_applied, message.millis)
+        + struct.pack(">BQQI", message.source, message.load_version, message.from_version, message.millis)
         + _string(message.run_id)
         + _string(message.state_root)
         + _string(message.executor_id)
@@ -316,14 +318,14 @@ def decode_promote(fields: bytes) -> Promote:
     """The `PROMOTE` message whose fields are `fields`. Raises FrameError."""
     reader = _Reader(fields)
     store_id, checkpoint_dir, version, lineage = reader.string(), reader.string(), reader.u64(), reader.lineage()
-    source, applied, millis = reader.u8(), reader.u32(), reader.u32()
+    source, load_version, from_version, millis = reader.u8(), reader.u64(), reader.u64(), reader.u32()
     if source not in SOURCE_NAMES:
         raise FrameError(f"unknown load source {source}")
     run_id, state_root, executor_id, executor_host = reader.string(), reader.string(), reader.string(), reader.string()
     reader.end()
     return Promote(
-        store_id, checkpoint_dir, version, lineage, source, applied, millis, run_id, state_root, executor_id,
-        executor_host,
+        store_id, checkpoint_dir, version, lineage, source, load_version, from_version, millis, run_id, state_root,
+        executor_id, executor_host,
     )
 
 

@@ -196,9 +196,9 @@ class StateNode:
             self.heartbeater.set_executor(message.executor_id, message.executor_host)
         load = LoadNote(
             SOURCE_NAMES[message.source],
-            message.version,
-            message.version - message.versions_applied,
-            message.versions_applied,
+            message.load_version,
+            message.from_version,
+            message.load_version - message.from_version,
             message.millis,
             time.monotonic(),
         )

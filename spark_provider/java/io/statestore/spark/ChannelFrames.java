@@ -119,12 +119,13 @@ final class ChannelFrames {
   /** Who runs a partition's task, in Spark's terms: what the driver needs to steer the partition's next task. */
   record SparkPlace(String runId, String stateRoot, String executorId, String executorHost) {}
 
-  /** The PROMOTE frame: the provider loaded {@code version} to write it; where from and at what cost. */
-  static ByteBuffer promote(String storeId, String checkpointDir, long version, byte[] lineage, int source,
-      long versionsApplied, long millis, SparkPlace place) {
-    return new Fields().str(storeId).str(checkpointDir).u64(version).raw(lineageBytes(lineage)).u8(source)
-        .u32(versionsApplied).u32(Math.min(millis, 0xFFFFFFFFL)).str(place.runId()).str(place.stateRoot())
-        .str(place.executorId()).str(place.executorHost()).frame(PROMOTE);
+  /** The PROMOTE frame: the provider loaded {@code version} to write it. {@code load} is how it last loaded the
+   * partition from somewhere else than its own directory (or this load, when there is none). */
+  static ByteBuffer promote(String storeId, String checkpointDir, long version, byte[] lineage,
+      StateLoader.Loaded load, long loadVersion, SparkPlace place) {
+    return new Fields().str(storeId).str(checkpointDir).u64(version).raw(lineageBytes(lineage))
+        .u8(load.source().code).u64(loadVersion).u64(load.fromVersion()).u32(Math.min(load.millis(), 0xFFFFFFFFL))
+        .str(place.runId()).str(place.stateRoot()).str(place.executorId()).str(place.executorHost()).frame(PROMOTE);
   }
 
   /** The DEMOTE frame: the provider unloaded the store; its closed local directory is the node's to adopt. */

@@ -253,10 +253,10 @@ final class LocalChannel {
    * Tells the node, in commit order, that this JVM loaded version {@code version} of the partition to write it
    * (Spark runs its task here now): the node becomes its primary, and reports where the state came from.
    */
-  void promoted(String storeId, String checkpointDir, long version, byte[] lineage, int source, long applied,
-      long millis, ChannelFrames.SparkPlace place, NodeSidecar.Spec spec) {
+  void promoted(String storeId, String checkpointDir, long version, byte[] lineage, StateLoader.Loaded load,
+      long loadVersion, ChannelFrames.SparkPlace place, NodeSidecar.Spec spec) {
     notice("promotion", storeId, version,
-        ChannelFrames.promote(storeId, checkpointDir, version, lineage, source, applied, millis, place), spec, null);
+        ChannelFrames.promote(storeId, checkpointDir, version, lineage, load, loadVersion, place), spec, null);
   }
 
   /** How many connections the sender opened so far: a new one means the node may have restarted (and forgotten

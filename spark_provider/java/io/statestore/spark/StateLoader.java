@@ -142,18 +142,26 @@ final class StateLoader {
   private record NodeCopy(LocalStore store, Source source, long from, String why) {}
 
   private NodeCopy fromNode(File dir, long version, Target target, CheckpointDir.Listing listing) {
+    // A directory of its own for the node to write into: if this load gives up waiting, a late answer lands
+    // there, never in the directory the checkpoint location is then restored into.
+    File staging = new File(dir.getParentFile(), dir.getName() + ".from-node-" + java.util.UUID.randomUUID());
     ChannelFrames.Materialized answer;
     try {
-      answer = channel.materialize(storeId, checkpoint.dir.toString(), version, dir, allowPeer(),
+      answer = channel.materialize(storeId, checkpoint.dir.toString(), version, staging, allowPeer(),
           settings.materializeTimeoutMs);
     } catch (IOException e) {
+      LocalDirs.deleteRecursively(staging);
       return new NodeCopy(null, null, 0, "state node: " + e.getMessage());
     }
-    if (!answer.done()) return new NodeCopy(null, null, 0, "state node: " + answer.message());
+    if (!answer.done()) {
+      LocalDirs.deleteRecursively(staging);
+      return new NodeCopy(null, null, 0, "state node: " + answer.message());
+    }
     Source source = Source.ofCode(answer.source());
     String label = source.label() + " at version " + answer.version();
     LocalStore store = null;
     try {
+      java.nio.file.Files.move(staging.toPath(), dir.toPath(), java.nio.file.StandardCopyOption.ATOMIC_MOVE);
       store = LocalStore.open(dir, storeId, settings);
       if (store.version() != answer.version() || !Arrays.equals(store.lineage(), answer.lineage())) {
         throw new IOException("the checkpoint the node wrote holds version " + store.version() + ", lineage "
@@ -170,6 +178,7 @@ final class StateLoader {
       return new NodeCopy(store, source, answer.version(), null);
     } catch (IOException | RocksDBException | RuntimeException e) {
       if (store != null) store.close();
+      LocalDirs.deleteRecursively(staging);
       return new NodeCopy(null, null, 0, label + " not used: " + e.getMessage());
     }
   }

@@ -65,6 +65,10 @@ public final class StatestoreProvider implements StateStoreProvider {
    * same version that follows it in one task): what metrics and the node are told. */
   private volatile StateLoader.Loaded lastLoad;
   private long lastLoadVersion = -1;
+  /** The last load from elsewhere than this provider's own directory (its first load if none), and its version:
+   * what the node reports as the partition's last load. */
+  private StateLoader.Loaded notableLoad;
+  private long notableLoadVersion;
   /** The local channel's connection count when this provider last told its node it is the partition's
    * primary (-1: never). */
   private long promotedOn = -1;
@@ -191,19 +195,22 @@ public final class StatestoreProvider implements StateStoreProvider {
       lastLoad = loaded;
       lastLoadVersion = version;
       logLoad(loaded, version, readOnly);
+      if (loaded.source() != StateLoader.Source.LOCAL || notableLoad == null) {
+        notableLoad = loaded;
+        notableLoadVersion = version;
+      }
     }
     current = new StatestoreStore(this, local, version, readOnly);
     if (!readOnly) {
       writerOpen = true;
       local.beginBatch();
       if (channel != null) {
-        StateLoader.Loaded effective = lastLoad;
         LAST_COMMITTER.put(partitionKey(), this);
         // Spark runs the partition's task here now: the node becomes its primary (no news when it already is,
         // unless the node may have restarted since: it then forgot).
-        if (effective.source() != StateLoader.Source.LOCAL || promotedOn != channel.connections()) {
-          channel.promoted(storeIdString, checkpoint.dir.toString(), version, local.lineage(),
-              effective.source().code, effective.versionsApplied(), effective.millis(), sparkPlace(), sidecarSpec);
+        if (lastLoad.source() != StateLoader.Source.LOCAL || promotedOn != channel.connections()) {
+          channel.promoted(storeIdString, checkpoint.dir.toString(), version, local.lineage(), notableLoad,
+              notableLoadVersion, sparkPlace(), sidecarSpec);
           promotedOn = channel.connections();
         }
       }

@@ -1,0 +1,70 @@
+"""Steering Spark after an executor loss, from the driver (DESIGN.md section 6; handover.failover).
+
+Spark's `StateStoreCoordinator` keeps pointing a state store partition at the executor that last loaded it,
+dead or alive, and the next micro-batch's task waits out the locality delay for it before running anywhere,
+on an executor that holds nothing. The watch here turns Spark's executor-removed event into a failover: the
+controller picks, for each partition that executor ran, the freshest live replica holder, and the partition
+is reported active there (the provider jar's `Steering` class, called through py4j with plain strings), so
+the next batch runs it where its state is warm.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from handover.failover import Steer
+from statestore.node.logs import log_event
+
+_log = logging.getLogger("statestore.controller.steering")
+_WAIT_MS = 500
+
+
+class ExecutorWatch:
+    """A driver thread that waits for Spark's executor removals and fails their partitions over."""
+
+    def __init__(self, context: Any, controller: Any) -> None:
+        self._context = context
+        self._controller = controller
+        self._steering = context._jvm.io.statestore.spark.Steering
+        self._stopped = threading.Event()
+        self.failovers: list[tuple[str, list[Steer]]] = []  # (executor id, decisions), oldest first
+
+    def start(self) -> None:
+        """Listen to the SparkContext's executor removals from now on, on a daemon thread."""
+        self._steering.watchExecutors(self._context._jsc.sc())
+        threading.Thread(target=self._run, name="statestore-executor-watch", daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop at the next wake-up (within half a second)."""
+        self._stopped.set()
+
+    def _run(self) -> None:
+        from py4j.protocol import Py4JError
+
+        while not self._stopped.is_set():
+            try:
+                event = self._steering.nextRemovedExecutor(_WAIT_MS)
+            except Py4JError:
+                return  # the SparkContext stopped
+            if not event:
+                continue
+            executor_id, _, reason = event.partition("\t")
+            log_event(_log, "spark_executor_removed", logging.WARNING, executor=executor_id, reason=reason)
+            decisions = self._controller.executor_lost(executor_id, self.steer)
+            self.failovers.append((executor_id, decisions))
+
+    def steer(self, decision: Steer) -> None:
+        """Report the decision's partition active on its executor (raises if Spark refuses)."""
+        operator_id, partition_id, store_name = decision.store.store_id.split("/", 2)
+        location = self._steering.steer(
+            decision.state_root,
+            int(operator_id),
+            int(partition_id),
+            store_name,
+            decision.run_id,
+            decision.executor_host,
+            decision.executor_id,
+        )
+        log_event(_log, "coordinator_location", store=decision.store.store_id, location=location)
