@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -126,10 +127,24 @@ def run_with_restart(spark: Any, root: Path, provider: str, schemas: dict[str, s
     return run.results()
 
 
+CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+
+
+@pytest.fixture(params=[1, 2], ids=["ckpt-v1", "ckpt-v2"])
+def checkpoint_format(request: Any, spark: Any) -> Iterator[int]:
+    """Spark's state checkpoint format for the queries a test starts: 1, or 2 (Spark then passes each version's
+    unique checkpoint id to the provider and checks the ids it returns)."""
+    spark.conf.set(CHECKPOINT_FORMAT, str(request.param))
+    yield request.param
+    spark.conf.unset(CHECKPOINT_FORMAT)
+
+
 @pytest.fixture
-def equivalence(spark: Any, tmp_path: Path) -> Callable[..., list[tuple[int, list[tuple]]]]:
+def equivalence(
+    spark: Any, tmp_path: Path, checkpoint_format: int
+) -> Callable[..., list[tuple[int, list[tuple]]]]:
     """Runs a query with a restart on our provider and on Spark's RocksDB provider, asserts identical
-    per-batch outputs, and returns ours."""
+    per-batch outputs, and returns ours (with each checkpoint format: `checkpoint_format`)."""
 
     def check(schemas: dict[str, str], build: Callable[[Any, dict[str, Any]], Any], output_mode: str,
               batches: list[dict[str, list[dict]]], restart_after: int) -> list[tuple[int, list[tuple]]]:
@@ -140,6 +155,20 @@ def equivalence(spark: Any, tmp_path: Path) -> Callable[..., list[tuple[int, lis
         assert theirs, "the reference run produced no output: the test input exercises nothing"
         assert ours == theirs
         assert any(b >= restart_after for b, _ in ours), "no output after the restart"
+        if checkpoint_format == 2:
+            ids = checkpoint_ids(tmp_path / "statestore" / "checkpoint")
+            assert ids and all(re.fullmatch("[0-9a-f]{32}", i) for i in ids), ids  # our lineages (formats.md 3.4)
         return ours
 
     return check
+
+
+def checkpoint_ids(checkpoint: Path) -> list[str]:
+    """Every state store checkpoint id in a query's commit log (checkpoint format v2)."""
+    ids = []
+    for commit in sorted(p for p in (checkpoint / "commits").iterdir() if p.name.isdigit()):
+        version, _, document = commit.read_text().partition("\n")
+        assert version == "v2", f"{commit} is a commit log entry of format {version}"
+        for per_partition in json.loads(document).get("stateUniqueIds", {}).values():
+            ids += [i for store_ids in per_partition for i in store_ids]
+    return ids
