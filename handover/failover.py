@@ -6,8 +6,9 @@ The protocol's steps, in order (the provider's side of steps 4 and 5 is `StateLo
    (`Failover.executor_lost`), without waiting for missed heartbeats.
 2. **Fence** the executor's state node: dead from now on (`Membership.lose`), so placement re-plans around it
    and nothing it still says counts.
-3. **Choose**, for each partition whose primary ran there, the freshest live replica holder: the highest
-   version held, then the node with the fewest primaries, then the node id (deterministic).
+3. **Choose**, for each task partition whose primary ran there (the stores one task loads: a stream-stream
+   join's four), the freshest live replica holder of all its stores: the most stores held, then the highest
+   version held by its least fresh store, then the fewest primaries, then the node id (deterministic).
 4. **Steer** the partition's next task to that holder's executor (Spark's `StateStoreCoordinator`, through the
    `steer` callback the driver gives), before the next micro-batch is planned.
 5. There the provider **materializes** the last committed version from its node's replica plus the
@@ -27,8 +28,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from statestore.controller.membership import Membership, PartitionRecord
+from statestore.controller.membership import Membership, NodeRecord, PartitionRecord
 from statestore.node.logs import log_event
+from statestore.partition_key import task_partition_key
 from statestore.rpc import common_pb2
 
 _log = logging.getLogger("statestore.controller.failover")
@@ -77,55 +79,74 @@ class Failover:
             return []
         # 2. fence
         self._membership.lose(node_id)
-        decisions = []
+        tasks: dict[str, list[PartitionRecord]] = {}
         for partition in self._membership.partitions():
-            if partition.primary != node_id:
-                continue
+            if partition.primary == node_id:
+                tasks.setdefault(task_partition_key(partition.store), []).append(partition)
+        decisions = []
+        for task, stores in sorted(tasks.items()):
             # 3. choose
-            decision = self._choose(partition, executor_id)
-            if decision is None:
+            target = self._choose(task, stores)
+            if target is None:
                 continue
-            # 4. steer
-            try:
-                steer(decision)
-            except Exception as exc:  # steering is an optimisation: Spark still runs the task somewhere
-                log_event(_log, "steer_failed", logging.WARNING, store=partition.store.store_id, error=repr(exc))
-                continue
-            with self._lock:
-                self._steered[partition.key] = (decision, time.monotonic())
-            log_event(
-                _log,
-                "steered",
-                store=partition.store.store_id,
-                checkpoint=partition.store.checkpoint_dir,
-                to_executor=decision.executor_id,
-                node=decision.node_id,
-                version_held=decision.version_held,
-                primary_version=decision.primary_version,
-            )
-            decisions.append(decision)
-        return decisions
-
-    def _choose(self, partition: PartitionRecord, lost_executor: str) -> Steer | None:
-        place = partition.report.place
-        if not place.run_id or not place.state_root:
-            log_event(_log, "not_steered", store=partition.store.store_id, why="its run and state root are unknown")
-            return None
-        for record, version in self._membership.holders(partition.key):
-            if record.executor_id and record.executor_host:
-                return Steer(
+            record, held = target
+            for partition in stores:
+                place = partition.report.place
+                if not place.run_id or not place.state_root:
+                    log_event(_log, "not_steered", store=partition.store.store_id, why="run and state root unknown")
+                    continue
+                decision = Steer(
                     partition.store,
                     place.run_id,
                     place.state_root,
                     record.executor_id,
                     record.executor_host,
                     record.node_id,
-                    version,
+                    held.get(partition.key, 0),
                     partition.report.version,
-                    lost_executor,
+                    executor_id,
                 )
-        log_event(_log, "not_steered", store=partition.store.store_id, why="no live replica holder with an executor")
-        return None
+                # 4. steer
+                try:
+                    steer(decision)
+                except Exception as exc:  # steering is an optimisation: Spark still runs the task somewhere
+                    log_event(_log, "steer_failed", logging.WARNING, store=partition.store.store_id, error=repr(exc))
+                    continue
+                with self._lock:
+                    self._steered[partition.key] = (decision, time.monotonic())
+                log_event(
+                    _log,
+                    "steered",
+                    store=partition.store.store_id,
+                    checkpoint=partition.store.checkpoint_dir,
+                    to_executor=decision.executor_id,
+                    node=decision.node_id,
+                    version_held=decision.version_held,
+                    primary_version=decision.primary_version,
+                )
+                decisions.append(decision)
+        return decisions
+
+    def _choose(self, task: str, stores: list[PartitionRecord]) -> tuple[NodeRecord, dict[str, int]] | None:
+        """The live node (with a known executor) to run task partition `task` on, and the versions it holds of
+        each of its stores."""
+        held: dict[str, dict[str, int]] = {}  # node id -> partition key -> version
+        records: dict[str, NodeRecord] = {}
+        for partition in stores:
+            for record, version in self._membership.holders(partition.key):
+                if record.executor_id and record.executor_host:
+                    held.setdefault(record.node_id, {})[partition.key] = version
+                    records[record.node_id] = record
+        if not held:
+            log_event(_log, "not_steered", task=task, why="no live replica holder with a known executor")
+            return None
+
+        def rank(node_id: str) -> tuple:
+            versions = held[node_id]
+            return (-len(versions), -min(versions.values()), len(records[node_id].primaries), node_id)
+
+        best = min(held, key=rank)
+        return records[best], held[best]
 
     def steered(self, key: str) -> str:
         """The last steering decision for partition `key`, described, with how long ago ("" if none)."""

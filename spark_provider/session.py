@@ -7,7 +7,12 @@ from typing import Any
 
 from spark_provider.driver_controller import start_driver_controller
 from spark_provider.jar import provider_jar
-from spark_provider.settings import BY_NAME, PROVIDER_CLASS, spark_confs
+from spark_provider.settings import BY_NAME, PLUGIN_CLASS, PROVIDER_CLASS, spark_confs
+
+
+def _with_class(existing: str | None, name: str) -> str:
+    classes = [c for c in (existing or "").split(",") if c and c != name]
+    return ",".join([*classes, name])
 
 
 def _with_jar(existing: str | None, jar: str) -> str:
@@ -48,8 +53,11 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
         confs[BY_NAME["controller"].key] = controller.address
     if hasattr(builder_or_session, "getOrCreate"):
         builder = builder_or_session
-        existing = builder._options.get("spark.jars") if hasattr(builder, "_options") else None
-        builder = builder.config("spark.jars", _with_jar(existing, jar_path))
+        options = builder._options if hasattr(builder, "_options") else {}
+        builder = builder.config("spark.jars", _with_jar(options.get("spark.jars"), jar_path))
+        if int(confs[BY_NAME["replication_factor"].key]) > 0:
+            # Each executor starts its state node as it starts (a replacement executor too).
+            builder = builder.config("spark.plugins", _with_class(options.get("spark.plugins"), PLUGIN_CLASS))
         for key, value in confs.items():
             builder = builder.config(key, value)
         return builder

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PROVIDER_CLASS = "io.statestore.spark.StatestoreProvider"
+# Starts each executor's state node with the executor (spark.plugins).
+PLUGIN_CLASS = "io.statestore.spark.StatestorePlugin"
 SPARK_ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 SPARK_HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 PREFIX = "spark.sql.streaming.stateStore.statestore."
@@ -44,6 +46,16 @@ SETTINGS: tuple[Setting, ...] = (
             "each executor starts its own node as a sidecar."),
     Setting("controller", PREFIX + "controller", None,
             "Address (host:port) of a controller run as a service; unset, `enable()` starts one in the driver."),
+    Setting("materialize_timeout_ms", PREFIX + "materializeTimeoutMs", "10000",
+            "Longest a load waits for its state node's copy of a partition (a replica's checkpoint, or a peer's "
+            "copy) before restoring from the checkpoint location instead."),
+    Setting("peer_fetch", PREFIX + "peerFetch", "auto",
+            "Whether a state node without a replica of a partition a task loads may fetch a peer's copy over the "
+            "network: `auto` (only when the checkpoint location is not a local file system: a remote object store "
+            "is slower than a peer), `always`, `never`."),
+    Setting("faults_file", PREFIX + "faultsFile", None,
+            "Tests only: a file that arms one of the provider's fault points (`<point> kill [<partition>]`, points "
+            "`load`, `commit`, `committed`); the first task reaching that point deletes it and kills its executor."),
     Setting("forget_after_seconds", PREFIX + "forgetAfterSeconds", "60",
             "For the controller `enable()` starts: a partition no node claims any more (its query stopped and "
             "Spark unloaded its stores) is forgotten after this long, and its replicas are deleted."),

@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlparse
 from statestore.rpc import common_pb2
 
 # `<checkpoint root>/state/<operatorId>/<partitionId>[/<storeName>]`, as Spark lays out a store's location.
+_SPARK_STORE_ID = re.compile(r"^(?P<operator>\d+)/(?P<partition>\d+)/.+$")
 _STORE_LOCATION = re.compile(r"^(?P<root>.*?)/state/\d+/\d+(?:/[^/]+)?/?$")
 
 
@@ -40,3 +41,20 @@ def query_root(checkpoint_dir: str) -> str:
     does not follow Spark's layout); what tells two queries' partitions apart in a status table."""
     match = _STORE_LOCATION.match(checkpoint_dir)
     return match.group("root") if match else checkpoint_dir
+
+
+def task_partition_key(store: common_pb2.StoreRef) -> str:
+    """The key of the Spark task partition a store partition belongs to: its query's checkpoint root, operator
+    and partition, without the store name. The stores of one task partition (a stream-stream join's four) are
+    loaded by one task, so they share one replica group and fail over together. A store id that does not follow
+    Spark's `<operatorId>/<partitionId>/<storeName>` is a task partition of its own."""
+    match = _SPARK_STORE_ID.match(store.store_id)
+    if match is None:
+        return partition_key(store)
+    return f"{match.group('operator')}/{match.group('partition')}@{query_root(store.checkpoint_dir)}"
+
+
+def task_partition_key_of(key: str) -> str:
+    """`task_partition_key` of the store partition whose `partition_key` is `key`."""
+    store_id, _, checkpoint_dir = key.partition("@")
+    return task_partition_key(common_pb2.StoreRef(store_id=store_id, checkpoint_dir=checkpoint_dir))

@@ -1,7 +1,9 @@
 """Who replicates what: replica groups chosen by the placement package (docs/placement.md).
 
-Spark decides where a partition's task runs, so each primary is pinned where its node reports it and
-placement chooses only the replicas. The plan is cached and recomputed only when its inputs change:
+Placement works on Spark's task partitions: the stores one task loads (a stream-stream join's four per
+partition) share one replica group, so that a failover finds all of them on the same node. Spark decides where
+a partition's task runs, so each primary is pinned where its node reports it and placement chooses only the
+replicas. The plan is cached and recomputed only when its inputs change:
 the live nodes (or their racks), the replication factor, or a partition appearing or changing primary.
 Each re-plan passes the plan in force as `current`, so only what must move moves (a dead node's roles),
 and anything else only if it pays for its migration. `ReplicaGroups.choose_replica_group` is the one
@@ -12,12 +14,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from dataclasses import dataclass
 
-from placement import CostBreakdown, InfeasiblePlacement, Placement, PlacementPlan, plan_replica_groups
-from statestore.controller.membership import Membership
+from placement import CostBreakdown, InfeasiblePlacement, PartitionDemand, Placement, PlacementPlan, plan_replica_groups
+from statestore.controller.membership import Membership, PartitionRecord
 from statestore.controller.placement_inputs import build_topology, demand_of
 from statestore.node.logs import log_event
+from statestore.partition_key import task_partition_key, task_partition_key_of
 
 _log = logging.getLogger("statestore.controller.placement")
 
@@ -27,7 +31,7 @@ class PlanInForce:
     """The cached plan and what it was computed from."""
 
     key: tuple
-    placement: Placement | None
+    placement: Placement | None  # keyed by task partition (statestore.partition_key.task_partition_key)
     cost: CostBreakdown
     lower_bound: float
     replicas: int  # replicas per partition actually placed (fewer than q with too few live nodes)
@@ -51,36 +55,41 @@ class ReplicaGroups:
         """The replica nodes of `partition` (a partition key), whose primary is on `primary` (at most q, all
         distinct)."""
         plan = self.current()
-        if plan.placement is None or partition not in plan.placement:
+        task = task_partition_key_of(partition)
+        if plan.placement is None or task not in plan.placement:
             return []
-        group = plan.placement[partition]
-        return [node for node in group.replicas if node != primary]
+        group = plan.placement[task]
+        return [node for node in group.nodes if node != primary][: plan.replicas]
 
     def has_role(self, partition: str, node: str) -> bool | None:
         """Whether the plan in force gives `node` a role (primary or replica) in `partition`'s group; None
         when the plan does not place `partition` (no plan yet, or no live node)."""
         plan = self.current()
-        if plan.placement is None or partition not in plan.placement:
+        task = task_partition_key_of(partition)
+        if plan.placement is None or task not in plan.placement:
             return None
-        return node in plan.placement[partition].nodes
+        return node in plan.placement[task].nodes
 
     def current(self) -> PlanInForce:
         """The plan for the membership as it is now, re-planned first if its inputs changed."""
         live = [r for r in self._membership.nodes() if self._membership.is_alive(r)]
         live_ids = {r.node_id for r in live}
         partitions = self._membership.partitions()
-        pins = {p.key: p.primary for p in partitions if p.primary in live_ids}
+        tasks = {p.key: task_partition_key(p.store) for p in partitions}
+        pins = _task_pins(partitions, tasks, live_ids)
         key = (
             self._q,
             tuple((r.node_id, r.rack) for r in live),
-            tuple((p.key, pins.get(p.key, "")) for p in partitions),
+            tuple(sorted((t, pins.get(t, "")) for t in set(tasks.values()))),
         )
         with self._lock:
             if key != self._plan.key:
-                self._plan = self._replan(key, live, partitions, pins)
+                self._plan = self._replan(key, live, partitions, tasks, pins)
             return self._plan
 
-    def _replan(self, key: tuple, live: list, partitions: list, pins: dict[str, str]) -> PlanInForce:
+    def _replan(
+        self, key: tuple, live: list, partitions: list, tasks: dict[str, str], pins: dict[str, str]
+    ) -> PlanInForce:
         if not live or not partitions:
             return PlanInForce(key, None, _EMPTY.cost, 0.0, 0, "")
         q = min(self._q, len(live) - 1)
@@ -88,7 +97,9 @@ class ReplicaGroups:
         if q < self._q:
             note = f"only {len(live)} live node(s): {q} replica(s) per partition instead of {self._q}"
             log_event(_log, "replicas_degraded", logging.WARNING, live=len(live), asked=self._q, placed=q)
-        demands = [demand_of(p, self._membership.state_bytes(p.key)) for p in partitions]
+        demands = _task_demands(
+            partitions, tasks, [demand_of(p, self._membership.state_bytes(p.key)) for p in partitions]
+        )
         previous = self._plan.placement
         current = previous if previous is not None and previous.replicas == q else None
         topology = build_topology(live, q + 1, pins, len(demands))
@@ -116,3 +127,25 @@ class ReplicaGroups:
         """Capacities loosened to every partition on every node: feasible whenever q + 1 nodes are live."""
         topology = build_topology(live, len(demands) * len(live), pins, len(demands))
         return plan_replica_groups(topology, demands, q, current=current, pinned_primaries=pins)
+
+
+def _task_pins(partitions: list[PartitionRecord], tasks: dict[str, str], live: set[str]) -> dict[str, str]:
+    """Each task partition's primary: where its stores' primaries are (the most of them, when a move is under
+    way), if that node is live."""
+    votes: dict[str, Counter] = {}
+    for p in partitions:
+        if p.primary in live:
+            votes.setdefault(tasks[p.key], Counter())[p.primary] += 1
+    return {task: sorted(count.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] for task, count in votes.items()}
+
+
+def _task_demands(
+    partitions: list[PartitionRecord], tasks: dict[str, str], demands: list[PartitionDemand]
+) -> list[PartitionDemand]:
+    """One demand per task partition: the sums of its stores' state and increment bytes."""
+    sizes: dict[str, list[int]] = {}
+    for p, demand in zip(partitions, demands, strict=True):
+        total = sizes.setdefault(tasks[p.key], [0, 0])
+        total[0] += demand.size_bytes
+        total[1] += demand.increment_bytes
+    return [PartitionDemand(task, size, increment) for task, (size, increment) in sorted(sizes.items())]

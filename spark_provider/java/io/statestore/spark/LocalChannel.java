@@ -281,6 +281,19 @@ final class LocalChannel {
   }
 
   /**
+   * Starts this JVM's sidecar node now if nothing listens at its socket yet (an executor starting up: its node
+   * takes replicas before the executor runs any stateful task). No-op for a node run as a service.
+   */
+  void startNode(NodeSidecar.Spec spec) throws IOException {
+    if (sidecar == null) return;
+    try {
+      open().close();
+    } catch (IOException notListening) {
+      sidecar.start(spec);
+    }
+  }
+
+  /**
    * Asks the node for its copy of the partition at {@code version} or below, as a RocksDB checkpoint written to
    * {@code targetDir}; waits at most {@code timeoutMs}. On its own connection (the node answers each connection
    * in its own thread), so it does not wait behind queued commits; no sidecar is started for it: a node that is

@@ -26,24 +26,27 @@ final class ProviderSettings {
   /** Whether a node without a replica may fetch the partition from a peer: auto (only for a checkpoint location
    * that is not a local file system), always, never. */
   final String peerFetch;
+  /** Tests only: the file that arms a fault point ({@link Faults}); null: no fault point is ever checked. */
+  final String faultsFile;
 
-  private ProviderSettings(StateStoreConf conf) {
-    scala.collection.immutable.Map<String, String> confs = conf.sqlConfs();
+  private ProviderSettings(java.util.function.Function<String, String> confs, int minDeltasForSnapshot,
+      int minVersionsToRetain, boolean commitValidation) {
     localDir = get(confs, "localDir", System.getProperty("java.io.tmpdir") + "/statestore-provider");
     String compression = get(confs, "incrementCompression", "zstd");
     int level = Integer.parseInt(get(confs, "zstdLevel", "1"));
     zstdLevel = "none".equalsIgnoreCase(compression) ? 0 : Math.max(1, level);
     writeBufferSizeMb = Long.parseLong(get(confs, "writeBufferSizeMB", "64"));
     blockCacheSizeMb = Long.parseLong(get(confs, "blockCacheSizeMB", "64"));
-    minDeltasForSnapshot = Math.max(1, conf.minDeltasForSnapshot());
-    minVersionsToRetain = Math.max(1, conf.minVersionsToRetain());
-    commitValidation = conf.commitValidationEnabled();
+    this.minDeltasForSnapshot = Math.max(1, minDeltasForSnapshot);
+    this.minVersionsToRetain = Math.max(1, minVersionsToRetain);
+    this.commitValidation = commitValidation;
     replicationFactor = Integer.parseInt(get(confs, "replicationFactor", "1"));
     syncReplication = Boolean.parseBoolean(get(confs, "sync", "false"));
     nodeSocket = emptyToNull(get(confs, "nodeSocket", ""));
     controller = emptyToNull(get(confs, "controller", ""));
     materializeTimeoutMs = Long.parseLong(get(confs, "materializeTimeoutMs", "10000"));
     peerFetch = get(confs, "peerFetch", "auto").toLowerCase(java.util.Locale.ROOT);
+    faultsFile = emptyToNull(get(confs, "faultsFile", ""));
     if (!java.util.Set.of("auto", "always", "never").contains(peerFetch)) {
       throw new IllegalArgumentException("statestore: " + PREFIX + "peerFetch is '" + peerFetch
           + "'; expected auto, always or never");
@@ -51,15 +54,24 @@ final class ProviderSettings {
   }
 
   static ProviderSettings from(StateStoreConf conf) {
-    return new ProviderSettings(conf);
+    scala.collection.immutable.Map<String, String> sql = conf.sqlConfs();
+    return new ProviderSettings(key -> {
+      scala.Option<String> v = sql.get(key);
+      return v.isDefined() ? v.get() : null;
+    }, conf.minDeltasForSnapshot(), conf.minVersionsToRetain(), conf.commitValidationEnabled());
+  }
+
+  /** The settings as the application's SparkConf has them (an executor plugin's view: no session yet). */
+  static ProviderSettings from(org.apache.spark.SparkConf conf) {
+    return new ProviderSettings(key -> conf.contains(key) ? conf.get(key) : null, 10, 100, true);
   }
 
   private static String emptyToNull(String value) {
     return value.isEmpty() ? null : value;
   }
 
-  private static String get(scala.collection.immutable.Map<String, String> confs, String name, String dflt) {
-    scala.Option<String> v = confs.get(PREFIX + name);
-    return v.isDefined() ? v.get().trim() : dflt;
+  private static String get(java.util.function.Function<String, String> confs, String name, String dflt) {
+    String v = confs.apply(PREFIX + name);
+    return v != null ? v.trim() : dflt;
   }
 }

@@ -201,6 +201,7 @@ public final class StatestoreProvider implements StateStoreProvider {
       }
     }
     current = new StatestoreStore(this, local, version, readOnly);
+    if (!readOnly) Faults.at(settings.faultsFile, "load", storeId.partitionId(), storeIdString);
     if (!readOnly) {
       writerOpen = true;
       local.beginBatch();
@@ -242,6 +243,7 @@ public final class StatestoreProvider implements StateStoreProvider {
    * at this version is only scheduled here: {@link #snapshot} makes it in the background.
    */
   synchronized long commit(LocalStore store) {
+    Faults.at(settings.faultsFile, "commit", storeId.partitionId(), storeIdString);
     long start = System.nanoTime();
     try {
       Increment inc = store.prepareCommit();
@@ -264,6 +266,7 @@ public final class StatestoreProvider implements StateStoreProvider {
         channel.committed(storeIdString, checkpoint.dir.toString(), inc.version, rewritesHistory, bytes,
             settings.syncReplication, sidecarSpec);
       }
+      Faults.at(settings.faultsFile, "committed", storeId.partitionId(), storeIdString);
       long end = System.nanoTime();
       lastCommit = new LastCommit(bytes.length, inc.size, (end - start) / 1_000_000, (prepared - start) / 1_000_000,
           (encoded - prepared) / 1_000_000, (written - encoded) / 1_000_000);

@@ -1,0 +1,213 @@
+"""Failover from warm replicas on real Spark: local-cluster with three executor JVMs, each starting its state
+node, and kill -9 of an executor JVM between batches or just before a commit. The lost partitions' next loads
+come from replicas (the provider's `statestoreLoadSource*` metrics say so), never from the checkpoint
+location, and every batch's output equals Spark's RocksDB provider's on the same input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from test_failover_spark_harness import (
+    SPARK_ROCKSDB,
+    RecordedQuery,
+    aggregation,
+    assert_same_batches,
+    deduplication,
+    executor_pids,
+    inner_join,
+    keyed_rows,
+    kill_executor,
+    load_sources,
+    reference_outputs,
+    reporting,
+    sided_rows,
+    wait_for,
+)
+from test_replica_groups_spark_harness import (
+    EXECUTORS,
+    controller_address,
+    primaries,
+    replica_cluster,
+    run_statestore_status,
+    status,
+    wait_converged,
+)
+
+EVENTS = {"events": "k string, v long"}
+SIDED_EVENTS = {"events": "side string, k string, v long"}
+# Maintenance every 2 s: an executor Spark moved a partition away from unloads it (and hands its directory to
+# its node) soon, as in a long-running query.
+SPARK_CONF = {"spark.sql.streaming.stateStore.maintenanceInterval": "2s"}
+
+
+def warm(spark: Any, queries: list[RecordedQuery], q: int) -> str:
+    """Start the queries on two batches; return the controller's address once every executor's node is up and
+    every partition has its q replicas at the primary's version."""
+    for query in queries:
+        query.feed(2)
+        query.start("statestore")
+    for query in queries:
+        query.wait_processed()
+    address = controller_address(spark)
+    wait_for(lambda: sum(n.alive for n in status(address).nodes) == EXECUTORS, 60, "a live node per executor")
+    for query in queries:
+        query.feed(1)
+        query.wait_processed()
+        wait_converged(address, query, q, 60)
+    return address
+
+
+def kill_busiest_executor(address: str, queries: list[RecordedQuery]) -> tuple[str, dict[int, list[str]]]:
+    """Between batches: kill -9 the executor that is primary of the most partitions, wait until the controller
+    steered each of them to a replica holder; returns the executor and, per query, its lost partitions."""
+    reply = status(address)
+    counts: dict[str, int] = {}
+    for query in queries:
+        for node in primaries(reply, query).values():
+            counts[node] = counts.get(node, 0) + 1
+    victim = max(sorted(counts), key=lambda n: counts[n])
+    lost = {
+        id(query): sorted(s for s, node in primaries(reply, query).items() if node == victim) for query in queries
+    }
+    kill_executor(victim)
+
+    def steered() -> bool:
+        return all(
+            p.steered_to
+            for query in queries
+            for p in status(address).partitions
+            if p.store.store_id in lost[id(query)] and Path(p.store.checkpoint_dir).is_relative_to(query.checkpoint)
+        )
+
+    wait_for(steered, 30, f"the lost partitions of executor {victim} steered to replica holders")
+    return victim, lost
+
+
+def test_q1_aggregation_fails_over_to_replicas_between_batches_and_before_a_commit(tmp_path: Path) -> None:
+    faults = tmp_path / "fault"
+    with replica_cluster(
+        tmp_path, 1, "failover-q1", spark_conf=SPARK_CONF, peer_fetch="always", faults_file=str(faults)
+    ) as spark:
+        query = RecordedQuery(spark, tmp_path / "agg", EVENTS, aggregation, "update", keyed_rows(3000, 2000))
+        try:
+            address = warm(spark, [query], 1)
+            # Between batches.
+            victim, lost = kill_busiest_executor(address, [query])
+            assert lost[id(query)], "the killed executor was primary of nothing"
+            before = query.last_batch_id()
+            query.feed(1)
+            query.wait_processed()
+            sources = load_sources(query.progress_of(before + 1))
+            assert sources["replica"] == len(lost[id(query)]) and sources["checkpoint"] == 0, (victim, lost, sources)
+            shown = run_statestore_status(address)
+            assert "FAILOVER" in shown and "replica v" in shown, shown
+
+            # Just before a commit: the task of partition 0 has loaded and written its batch, and its executor
+            # dies. Its retry, wherever Spark runs it, loads from a replica or a peer's copy.
+            query.feed(1)
+            query.wait_processed()
+            wait_converged(address, query, 1, 60)
+            executors_before = set(executor_pids())
+            faults.write_text("commit kill 0")
+            query.feed(1)
+            query.wait_processed(180)
+            assert not faults.exists(), "the fault point was not reached"
+            assert set(executor_pids()) != executors_before, "no executor was killed"
+            sources = load_sources(query.progress_of(query.last_batch_id()))
+            assert sources["checkpoint"] == 0, sources
+            query.feed(2)
+            query.wait_processed()
+        finally:
+            query.stop()
+        assert_same_batches(query.results(), reference_outputs(query, tmp_path / "reference"))
+
+
+def test_q2_deduplication_and_join_fail_over_together_with_checkpoint_format_2(tmp_path: Path) -> None:
+    conf = {**SPARK_CONF, "spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}
+    with replica_cluster(tmp_path, 2, "failover-q2", spark_conf=conf) as spark:
+        dedup = RecordedQuery(spark, tmp_path / "dedup", EVENTS, deduplication, "append", keyed_rows(20000, 1500))
+        join = RecordedQuery(spark, tmp_path / "join", SIDED_EVENTS, inner_join, "append", sided_rows(4000, 800))
+        queries = [dedup, join]
+        try:
+            address = warm(spark, queries, 2)
+            _, lost = kill_busiest_executor(address, queries)
+            before = {id(q): q.last_batch_id() for q in queries}
+            for query in queries:
+                query.feed(1)
+            for query in queries:
+                query.wait_processed()
+                sources = load_sources(query.progress_of(before[id(query)] + 1))
+                expected = len(reporting(lost[id(query)]))
+                assert sources["replica"] == expected and sources["checkpoint"] == 0, (lost[id(query)], sources)
+            # After the failover the groups are whole again: q=2 replicas, on the two live executors' nodes and
+            # on the node of the executor Spark started instead of the lost one.
+            for query in queries:
+                query.feed(1)
+                query.wait_processed()
+                wait_converged(address, query, 2, 90)
+        finally:
+            for query in queries:
+                query.stop()
+        for query in queries:
+            assert_same_batches(query.results(), reference_outputs(query, query.root.parent / f"{query.root.name}-ref"))
+
+
+def test_a_replica_of_an_abandoned_history_is_never_used(tmp_path: Path) -> None:
+    """Batch 3 commits every partition (replicas apply it), then its executor dies and the batch fails; the
+    batch is re-run on changed input. The replicas hold version 4 of the abandoned history: the re-run's loads
+    of version 3 must not use them, and later loads use replicas of the kept history only."""
+    failing = 3
+    changed = keyed_rows(3000, 2000, salt=7)
+
+    def run(query: RecordedQuery, provider: str, on_failure: Any) -> None:
+        def fail_batch(batch_id: int) -> None:
+            if batch_id == failing and not getattr(query, "failed_once", False):
+                query.failed_once = True  # type: ignore[attr-defined]
+                on_failure()
+                raise RuntimeError("batch 3 fails after its state was committed")
+
+        query.fail_batch = fail_batch
+        query.feed(failing + 1)
+        query.start(provider)
+        wait_for(lambda: query.query.exception() is not None, 180, "the query to fail at batch 3")
+        query.query.stop()
+        query.rewrite(failing, changed)
+        query.start()
+        query.feed(1)
+        query.wait_processed()
+
+    with replica_cluster(tmp_path, 1, "failover-abandoned", spark_conf=SPARK_CONF) as spark:
+        ours = RecordedQuery(spark, tmp_path / "agg", EVENTS, aggregation, "update", keyed_rows(3000, 2000))
+        address = controller_address(spark)
+
+        def kill_busiest() -> None:
+            wait_converged(address, ours, 1, 60)
+            counts: dict[str, int] = {}
+            for node in primaries(status(address), ours).values():
+                counts[node] = counts.get(node, 0) + 1
+            kill_executor(max(sorted(counts), key=lambda n: counts[n]))
+
+        try:
+            run(ours, "statestore", kill_busiest)
+            rerun = load_sources(ours.progress_of(failing))
+            assert rerun["replica"] == 0 and rerun["peer"] == 0, rerun  # every copy of version 4 was abandoned
+            wait_converged(address, ours, 1, 90)
+            victim, lost = kill_busiest_executor(address, [ours])
+            before = ours.last_batch_id()
+            ours.feed(1)
+            ours.wait_processed()
+            sources = load_sources(ours.progress_of(before + 1))
+            assert sources["replica"] == len(lost[id(ours)]) and sources["checkpoint"] == 0, (victim, sources)
+        finally:
+            ours.stop()
+
+        reference = RecordedQuery(spark, tmp_path / "ref", EVENTS, aggregation, "update", keyed_rows(3000, 2000))
+        try:
+            run(reference, SPARK_ROCKSDB, lambda: None)
+            reference.feed(ours.fed - reference.fed)
+            reference.wait_processed()
+        finally:
+            reference.stop()
+        assert_same_batches(ours.results(), reference.results())
+

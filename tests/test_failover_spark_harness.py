@@ -1,0 +1,262 @@
+"""Real Spark failover for `test_failover_spark.py`, the demo and the failover bench: executor JVMs found and
+killed with SIGKILL, streaming queries over JSON file sources fed one file per micro-batch whose every batch's
+output is recorded, the same query run on Spark's RocksDB provider for reference, and the load sources the
+provider reports per batch. Holds no tests of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from test_replica_groups_spark_harness import kill9, process_argv, wait_until
+
+from spark_provider.settings import PROVIDER_CLASS
+from statestore.checkpoint_location import CheckpointLocation
+
+SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+SOURCES = ("local", "replica", "peer", "checkpoint")
+
+
+def executor_pids() -> dict[str, int]:
+    """Executor id -> pid of every running executor JVM on this machine."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        argv = process_argv(int(entry.name))
+        if argv and "org.apache.spark.executor.CoarseGrainedExecutorBackend" in argv and "--executor-id" in argv:
+            found[argv[argv.index("--executor-id") + 1]] = int(entry.name)
+    return found
+
+
+def kill_executor(executor_id: str) -> None:
+    """SIGKILL the JVM of executor `executor_id` and wait until it is gone."""
+    kill9(executor_pids()[executor_id])
+
+
+def load_sources(progress: dict[str, Any]) -> dict[str, int]:
+    """Per load source, the partitions (stores) of every stateful operator of one batch that loaded from it."""
+    totals = dict.fromkeys(SOURCES, 0)
+    for operator in progress.get("stateOperators", []):
+        metrics = operator.get("customMetrics", {})
+        for source in SOURCES:
+            totals[source] += int(metrics.get(f"statestoreLoadSource{source.capitalize()}", 0))
+    return totals
+
+
+def reporting(store_ids: list[str]) -> list[str]:
+    """The stores among `store_ids` whose metrics reach the query progress: a stream-stream join reports its
+    keyWithIndexToValue stores' custom metrics only (one per side), not its keyToNumValues stores'."""
+    return [s for s in store_ids if not s.endswith("-keyToNumValues")]
+
+
+QueryBuilder = Callable[[Any, dict[str, Any]], Any]
+
+
+@dataclass
+class RecordedQuery:
+    """A streaming query over one JSON file source per name, fed one file per micro-batch, whose every batch's
+    output is recorded by foreachBatch (a re-run batch keeps its last output). `fail_batch(batch_id)` may raise
+    inside foreachBatch to fail the query at that batch (its state was committed, its output not)."""
+
+    spark: Any
+    root: Path
+    schemas: dict[str, str]
+    build: QueryBuilder
+    output_mode: str
+    rows: Callable[[str, int], list[dict]]
+    outputs: dict[int, list[tuple]] = field(default_factory=dict)
+    fed: int = 0
+    query: Any = None
+    fail_batch: Callable[[int], None] | None = None
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "checkpoint"
+
+    def input_dir(self, name: str) -> Path:
+        return self.root / "in" / name
+
+    def feed(self, files: int = 1) -> None:
+        """Write the next `files` input files of every source (each becomes one micro-batch)."""
+        for _ in range(files):
+            for name in self.schemas:
+                self._write(name, self.fed, self.rows(name, self.fed))
+            self.fed += 1
+
+    def rewrite(self, index: int, rows: Callable[[str, int], list[dict]]) -> None:
+        """Give input file `index` of every source other rows (Spark re-reads it when it re-runs that batch)."""
+        for name in self.schemas:
+            self._write(name, index, rows(name, index))
+
+    def _write(self, name: str, index: int, rows: list[dict]) -> None:
+        folder = self.input_dir(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".b{index:05d}.json.tmp"
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        target = folder / f"b{index:05d}.json"
+        tmp.replace(target)
+        os.utime(target, (1_700_000_000 + index, 1_700_000_000 + index))  # the file source orders by time
+
+    def start(self, provider: str | None = None, available_now: bool = False) -> None:
+        """Start (or restart) the query from its checkpoint, on `provider` ("statestore" or a class name) if given."""
+        if provider is not None:
+            self.spark.conf.set(PROVIDER_KEY, PROVIDER_CLASS if provider == "statestore" else provider)
+        streams = {
+            name: self.spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(self.input_dir(name)))
+            for name, schema in self.schemas.items()
+        }
+        for name in self.schemas:
+            self.input_dir(name).mkdir(parents=True, exist_ok=True)
+
+        def record(batch: Any, batch_id: int) -> None:
+            rows = sorted((tuple(r) for r in batch.collect()), key=repr)
+            if self.fail_batch is not None:
+                self.fail_batch(batch_id)
+            self.outputs[batch_id] = rows
+
+        writer = (
+            self.build(self.spark, streams)
+            .writeStream.outputMode(self.output_mode)
+            .foreachBatch(record)
+            .option("checkpointLocation", str(self.checkpoint))
+        )
+        writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="0 seconds")
+        self.query = writer.start()
+
+    def processed(self) -> int:
+        """Input files processed so far."""
+        self.raise_if_failed()
+        progress = self.query.lastProgress
+        if not progress or not progress["sources"]:
+            return 0
+        end = progress["sources"][0]["endOffset"]
+        if isinstance(end, str):
+            end = json.loads(end)
+        return int(end["logOffset"]) + 1 if end else 0
+
+    def wait_processed(self, timeout: float = 120.0) -> None:
+        """Wait until every file fed so far was processed."""
+        wait_until(lambda: self.processed() >= self.fed, timeout, f"{self.fed} micro-batches processed", 0.2)
+
+    def raise_if_failed(self) -> None:
+        if self.query is not None and self.query.exception() is not None:
+            raise AssertionError(f"the streaming query failed: {self.query.exception()}")
+
+    def progress_of(self, batch_id: int) -> dict[str, Any]:
+        """The progress Spark reported for micro-batch `batch_id` (the last one reported for it)."""
+        found = [p for p in self.query.recentProgress if p["batchId"] == batch_id]
+        assert found, f"no progress for batch {batch_id}"
+        return found[-1]
+
+    def last_batch_id(self) -> int:
+        """The id of the last micro-batch that had input."""
+        return max(p["batchId"] for p in self.query.recentProgress if p["numInputRows"] > 0)
+
+    def stop(self) -> None:
+        if self.query is not None:
+            self.query.stop()
+
+    def results(self) -> list[tuple[int, list[tuple]]]:
+        """Every non-empty batch output, by batch id."""
+        return [(b, rows) for b, rows in sorted(self.outputs.items()) if rows]
+
+    def store_dirs(self) -> dict[str, Path]:
+        """Store id -> checkpoint location of every state store partition of the query (`<op>/<part>/<store>`)."""
+        found = {}
+        state = self.checkpoint / "state"
+        for operator in sorted(p for p in state.iterdir() if p.name.isdigit()) if state.is_dir() else []:
+            for partition in sorted(p for p in operator.iterdir() if p.name.isdigit()):
+                if any(partition.glob("*.increment")):
+                    found[f"{operator.name}/{partition.name}/default"] = partition
+                for store in sorted(p for p in partition.iterdir() if p.is_dir() and any(p.glob("*.increment"))):
+                    found[f"{operator.name}/{partition.name}/{store.name}"] = store
+        return found
+
+    def last_versions(self) -> dict[str, int]:
+        """Store id -> the latest version in the checkpoint location (the primary's last commit)."""
+        return {s: CheckpointLocation(d, s).latest_version() for s, d in self.store_dirs().items()}
+
+
+def reference_outputs(query: RecordedQuery, root: Path) -> list[tuple[int, list[tuple]]]:
+    """The same query on a copy of `query`'s input, run to the end on Spark's RocksDB provider."""
+    reference = RecordedQuery(query.spark, root, query.schemas, query.build, query.output_mode, query.rows)
+    for name in query.schemas:
+        shutil.copytree(query.input_dir(name), reference.input_dir(name))
+    reference.start(SPARK_ROCKSDB, available_now=True)
+    try:
+        reference.query.awaitTermination()
+        reference.raise_if_failed()
+    finally:
+        reference.stop()
+    return reference.results()
+
+
+def assert_same_batches(ours: list[tuple[int, list[tuple]]], theirs: list[tuple[int, list[tuple]]]) -> None:
+    """Every batch's output equals the reference's, batch by batch (the first difference is named)."""
+    assert theirs, "the reference produced no output: the input exercises nothing"
+    for (batch, rows), (their_batch, their_rows) in zip(ours, theirs, strict=False):
+        assert batch == their_batch, f"batch ids differ: ours {batch}, reference {their_batch}"
+        assert rows == their_rows, f"batch {batch}: {len(rows)} rows differ from the reference's {len(their_rows)}"
+    assert len(ours) == len(theirs), f"ours has {len(ours)} batches with output, the reference {len(theirs)}"
+
+
+# ----------------------------------------------------------------------------- workloads
+
+
+def keyed_rows(keys: int, per_batch: int, salt: int = 0) -> Callable[[str, int], list[dict]]:
+    """Rows `{k, v}` of source `name` for batch `index`: `per_batch` rows over `keys` keys, seeded by both."""
+
+    def rows(name: str, index: int) -> list[dict]:
+        rng = random.Random(f"{name}-{index}-{salt}")
+        return [{"k": f"key{rng.randrange(keys):06d}", "v": rng.randrange(1000)} for _ in range(per_batch)]
+
+    return rows
+
+
+def aggregation(spark: Any, streams: dict[str, Any]) -> Any:
+    """Per key: sum, count and max of v (update mode)."""
+    from pyspark.sql import functions as F
+
+    return streams["events"].groupBy("k").agg(F.sum("v").alias("s"), F.count("*").alias("n"), F.max("v").alias("m"))
+
+
+def deduplication(spark: Any, streams: dict[str, Any]) -> Any:
+    """The first row of every key (append mode)."""
+    return streams["events"].dropDuplicates(["k"])
+
+
+def sided_rows(keys: int, per_batch: int) -> Callable[[str, int], list[dict]]:
+    """Rows `{side, k, v}` for a stream-stream join fed through one source (so a micro-batch always holds both
+    sides of the same file: two file sources fed one after the other could split a feeding over two batches)."""
+    plain = keyed_rows(keys, per_batch)
+
+    def rows(name: str, index: int) -> list[dict]:
+        return [{"side": "L" if i % 2 else "R", **row} for i, row in enumerate(plain(name, index))]
+
+    return rows
+
+
+def inner_join(spark: Any, streams: dict[str, Any]) -> Any:
+    """Left and right rows with the same key (append mode; four state stores per partition)."""
+    events = streams["events"]
+    left = events.where("side = 'L'").select("k", events.v.alias("lv"))
+    right = events.where("side = 'R'").select("k", events.v.alias("rv"))
+    return left.join(right, "k")
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """`wait_until` with a longer poll, for conditions that cost a status call."""
+    return wait_until(condition, timeout, what, 0.25)
+
+
+def elapsed_since(start: float) -> float:
+    return time.monotonic() - start
