@@ -10,6 +10,8 @@ import os as _os
 # grpcio >= 1.81): PySpark's gateway launch then dies with JAVA_GATEWAY_EXITED. No process of ours forks and
 # goes on using gRPC in the child, so the handlers are not needed. Set before grpc loads.
 _os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+# gRPC's C core otherwise prints informational lines ("skipping fork() handlers") on the user's console.
+_os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import (

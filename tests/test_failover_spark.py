@@ -14,10 +14,8 @@ from test_failover_spark_harness import (
     aggregation,
     assert_same_batches,
     deduplication,
-    executor_pids,
     inner_join,
     keyed_rows,
-    kill_executor,
     load_sources,
     reference_outputs,
     reporting,
@@ -33,6 +31,8 @@ from test_replica_groups_spark_harness import (
     status,
     wait_converged,
 )
+
+from spark_provider.local_cluster import executor_pids, kill_executor
 
 EVENTS = {"events": "k string, v long"}
 SIDED_EVENTS = {"events": "side string, k string, v long"}

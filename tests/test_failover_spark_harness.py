@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from test_replica_groups_spark_harness import kill9, process_argv, wait_until
+from test_replica_groups_spark_harness import wait_until
 
 from spark_provider.settings import PROVIDER_CLASS
 from statestore.checkpoint_location import CheckpointLocation
@@ -23,23 +23,6 @@ from statestore.checkpoint_location import CheckpointLocation
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 SOURCES = ("local", "replica", "peer", "checkpoint")
-
-
-def executor_pids() -> dict[str, int]:
-    """Executor id -> pid of every running executor JVM on this machine."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        argv = process_argv(int(entry.name))
-        if argv and "org.apache.spark.executor.CoarseGrainedExecutorBackend" in argv and "--executor-id" in argv:
-            found[argv[argv.index("--executor-id") + 1]] = int(entry.name)
-    return found
-
-
-def kill_executor(executor_id: str) -> None:
-    """SIGKILL the JVM of executor `executor_id` and wait until it is gone."""
-    kill9(executor_pids()[executor_id])
 
 
 def load_sources(progress: dict[str, Any]) -> dict[str, int]:

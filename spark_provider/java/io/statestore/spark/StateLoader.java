@@ -197,7 +197,7 @@ final class StateLoader {
     if (header == null || header.lineage() == null) return "the lineage of version " + w + " is not known";
     if (!Arrays.equals(header.lineage(), store.lineage())) {
       return "its version " + w + " has lineage " + IncrementCodec.hex(store.lineage()) + ", the checkpoint location's "
-          + IncrementCodec.hex(header.lineage()) + " (a history Spark abandoned)";
+          + IncrementCodec.hex(header.lineage()) + " (another history: a batch Spark re-ran)";
     }
     return null;
   }
@@ -268,7 +268,8 @@ final class StateLoader {
       if (store.lineage() == null) return what + ": its lineage is not known";
       if (!Arrays.equals(expected, store.lineage())) {
         return what + " has lineage " + IncrementCodec.hex(store.lineage()) + ", "
-            + (wanted != null ? "Spark asks for " : "the checkpoint location holds ") + IncrementCodec.hex(expected);
+            + (wanted != null ? "Spark asks for " : "the checkpoint location holds ") + IncrementCodec.hex(expected)
+            + " (another history: a batch Spark re-ran)";
       }
       return null;
     }

@@ -1,0 +1,46 @@
+"""Spark's executor JVMs on this machine (`local-cluster` or a standalone worker here): found by their command
+line, killed with a real SIGKILL. For the demo, the failover benchmark and the tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+_EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+
+
+def _argv(pid: int) -> list[str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return None
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, IndexError):
+        return None
+    return [a.decode(errors="replace") for a in raw.split(b"\0")]
+
+
+def executor_pids() -> dict[str, int]:
+    """Executor id -> pid of every running executor JVM on this machine."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        argv = _argv(int(entry.name))
+        if argv and _EXECUTOR_MAIN in argv and "--executor-id" in argv:
+            found[argv[argv.index("--executor-id") + 1]] = int(entry.name)
+    return found
+
+
+def kill_executor(executor_id: str, timeout: float = 10.0) -> int:
+    """SIGKILL the JVM of executor `executor_id`, wait until it is gone, and return its pid."""
+    pid = executor_pids()[executor_id]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while _argv(pid) is not None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"executor {executor_id} (pid {pid}) still runs {timeout}s after SIGKILL")
+        time.sleep(0.02)
+    return pid
