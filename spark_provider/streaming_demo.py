@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -127,6 +128,8 @@ class _Stream:
         if not progress or not progress["sources"]:
             return 0
         end = progress["sources"][0]["endOffset"]
+        if isinstance(end, str):
+            end = json.loads(end)
         return int(end["logOffset"]) + 1 if end else 0
 
     def _print_progress(self) -> None:
@@ -153,7 +156,7 @@ def run_demo(args: argparse.Namespace) -> int:
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="statestore-demo-"))
     for sub in ("input", "checkpoint", "local"):
         shutil.rmtree(root / sub, ignore_errors=True)
-    root.mkdir(parents=True, exist_ok=True)
+    (root / "input").mkdir(parents=True)
     os.environ["STATESTORE_CONTROLLER_LOG"] = str(root / "controller.log")
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
