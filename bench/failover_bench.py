@@ -1,0 +1,468 @@
+"""Benchmark: an executor killed under a stateful streaming query, ours (q=1) against Spark's RocksDB provider.
+
+    python bench/failover_bench.py [--quick] --out FILE.json
+
+For each state size (quick: about 0.25 GB and 1 GB of state; full: also about 4 GB) and each provider (ours
+with one replica per partition; Spark's RocksDB provider with changelog checkpointing), in a Spark
+application of its own on local-cluster[3,1,1024] with four state partitions:
+
+1. **load**: micro-batches of 100,000 new keys each until the state holds the size; every key's state is a
+   count, a sum and a 1,024-byte incompressible value (32 SHA-256 digests of the key), so bytes on disk
+   are bytes of state;
+2. **steady**: micro-batches updating 20,000 random existing keys; their median duration;
+3. for ours, wait until every partition's replica holds its primary's version;
+4. **kill** -9 of the executor running the most partitions (the StateStoreCoordinator's locations), between
+   batches, and at once the next update batch, as a stream with input waiting would;
+5. **stall**: that batch's duration minus the steady median; **restore time per lost partition**: ours from
+   the controller's report of each lost partition's load (`statestore status`), Spark's from its
+   `rocksdbLoadLatencyMs` metric of that batch minus the steady batches' median, per lost partition; where
+   our lost partitions' state came from;
+6. two more batches; every batch's output digest (row count, sums, CRC of the values) compared between the
+   providers.
+
+Prints a table with ratios, writes the JSON (`{"sizes": {"<state bytes>": {"ours_restore_ms",
+"spark_restore_ms", "ours_stall_ms", "spark_stall_ms", "ours_source", "results_match", ...}}, ...}`) and a
+PNG beside it (restore time and stall against state size, both providers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as importing statestore does, before grpc loads
+
+import statestore  # noqa: E402,F401  (gRPC settings first)
+from spark_provider.local_cluster import executor_pids, kill_executor  # noqa: E402
+
+GB = 1 << 30
+VALUE_BYTES = 1024
+LOAD_KEYS_PER_BATCH = 100_000
+UPDATE_ROWS = 20_000
+STEADY_BATCHES = 5
+AFTER_BATCHES = 2
+PARTITIONS = 4
+EXECUTORS = 3
+PROVIDERS = ("ours", "spark")
+SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+TARGETS = {"restore_growth": 1.5, "restore_ratio_quick": 0.2, "restore_ratio_full": 0.05, "stall_ratio": 0.5}
+# Executors log with milliseconds, so that a Spark RocksDB store's "Loading v" / "Loaded v" lines time its load.
+LOG4J = """rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = stderr
+appender.console.type = Console
+appender.console.name = stderr
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yyyy-MM-dd HH:mm:ss.SSS} %p %c{1}: %m%n%ex
+logger.state.name = org.apache.spark.sql.execution.streaming.state
+logger.state.level = info
+logger.statestore.name = io.statestore
+logger.statestore.level = info
+"""
+_LOAD_LINE = re.compile(
+    r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) INFO RocksDB StateStoreProviderId\[ storeId=StateStoreId\["
+    r" operatorId=0, partitionId=(?P<p>\d+), storeName=default \].*?\]: (?P<what>Loading|Loaded) (?P<v>\d+)"
+)
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+@dataclass
+class Run:
+    """One provider at one state size: the figures the table and the JSON report."""
+
+    provider: str
+    size_bytes: int
+    keys: int
+    load_batches: int = 0
+    steady_ms: list[int] = field(default_factory=list)
+    post_kill_ms: int = 0
+    stall_ms: float = 0.0
+    restore_ms: float = 0.0
+    restore_detail: dict[str, Any] = field(default_factory=dict)
+    lost_partitions: list[int] = field(default_factory=list)
+    killed_executor: str = ""
+    source: str = ""
+    digests: dict[int, list] = field(default_factory=dict)
+    sst_bytes: int = 0
+    steady_durations: dict[str, int] = field(default_factory=dict)
+    post_kill_durations: dict[str, int] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- the workload
+
+
+def write_file(folder: Path, index: int, keys: list[int]) -> None:
+    """Input file `index`: one row per key, `{"k": key, "v": index}`, named and timed in feeding order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".b{index:05d}.json.tmp"
+    tmp.write_text("".join(f'{{"k": {k}, "v": {index}}}\n' for k in keys))
+    target = folder / f"b{index:05d}.json"
+    tmp.replace(target)
+    os.utime(target, (1_700_000_000 + index, 1_700_000_000 + index))
+
+
+def start_query(spark: Any, root: Path, digests: dict[int, list]) -> Any:
+    """Per key: count, sum, and a 1 KiB incompressible value; every batch's output reduced to a digest."""
+    from pyspark.sql import functions as F
+
+    key = F.col("k").cast("string")
+    value = F.unhex(F.concat(*[F.sha2(F.concat(key, F.lit(f"-{i}")), 256) for i in range(VALUE_BYTES // 32)]))
+
+    def digest(batch: Any, batch_id: int) -> None:
+        row = batch.agg(F.count("*"), F.sum("n"), F.sum("s"), F.sum(F.crc32("p"))).collect()[0]
+        digests[batch_id] = [None if x is None else int(x) for x in row]
+
+    stream = spark.readStream.schema("k long, v long").option("maxFilesPerTrigger", 1).json(str(root / "input"))
+    return (
+        stream.groupBy("k")
+        .agg(F.count("*").alias("n"), F.sum("v").alias("s"), F.max(value).alias("p"))
+        .writeStream.outputMode("update")
+        .foreachBatch(digest)
+        .option("checkpointLocation", str(root / "checkpoint"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+
+
+def processed(query: Any) -> int:
+    if query.exception() is not None:
+        raise RuntimeError(f"the streaming query failed: {query.exception()}")
+    progress = query.lastProgress
+    if not progress or not progress["sources"]:
+        return 0
+    end = progress["sources"][0]["endOffset"]
+    if isinstance(end, str):
+        end = json.loads(end)
+    return int(end["logOffset"]) + 1 if end else 0
+
+
+def wait_processed(query: Any, fed: int, timeout: float = 1800) -> dict[str, Any]:
+    """Wait until `fed` input files were processed; the last batch's progress."""
+    deadline = time.monotonic() + timeout
+    while processed(query) < fed:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{fed} micro-batches not processed within {timeout}s")
+        time.sleep(0.2)
+    return query.lastProgress
+
+
+def metric(progress: dict[str, Any], name: str) -> int:
+    return int(progress["stateOperators"][0].get("customMetrics", {}).get(name, 0))
+
+
+# ----------------------------------------------------------------------------- one application
+
+
+def start_spark(provider: str, root: Path) -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    log4j = root / "log4j2.properties"
+    log4j.write_text(LOG4J)
+    from pyspark.sql import SparkSession
+
+    import spark_provider
+
+    builder = (
+        SparkSession.builder.master(f"local-cluster[{EXECUTORS},1,1024]")
+        .appName(f"failover-bench-{provider}")
+        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "2g")
+        .config("spark.executor.memory", "1g")
+        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+    )
+    if provider == "ours":
+        builder = spark_provider.enable(builder, replication_factor=1, local_dir=str(root / "local"))
+    else:
+        builder = (
+            builder.config("spark.jars", str(spark_provider.provider_jar()))  # the coordinator helper
+            .config("spark.sql.streaming.stateStore.providerClass", SPARK_ROCKSDB)
+            .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def partition_executors(spark: Any, query: Any, root: Path) -> dict[int, str]:
+    """Partition -> executor id where Spark's StateStoreCoordinator places its state store."""
+    steering = spark.sparkContext._jvm.io.statestore.spark.Steering
+    state_root = f"file:{(root / 'checkpoint').resolve()}/state"
+    found = {}
+    for p in range(PARTITIONS):
+        location = steering.location(state_root, 0, p, "default", str(query.runId))
+        if location:
+            found[p] = location.rsplit("_", 1)[1]
+    return found
+
+
+def spark_load_times(spark: Any, since: datetime.datetime, partitions: list[int]) -> dict[int, int]:
+    """Per lost partition, the milliseconds between Spark's RocksDB store's "Loading v" and "Loaded v" log lines
+    of its first load after `since`, read from the executors' logs (local-cluster keeps them under
+    `<pyspark>/work/<application id>/`)."""
+    import pyspark
+
+    work = Path(pyspark.__file__).resolve().parent / "work" / spark.sparkContext.applicationId
+    starts: dict[tuple[int, str], datetime.datetime] = {}
+    found: dict[int, int] = {}
+    for stderr in sorted(work.glob("*/stderr")):
+        for line in stderr.read_text(errors="replace").splitlines():
+            match = _LOAD_LINE.match(line)
+            if match is None:
+                continue
+            at = datetime.datetime.strptime(match["ts"], "%Y-%m-%d %H:%M:%S.%f")
+            p = int(match["p"])
+            if at < since or p not in partitions or p in found:
+                continue
+            if match["what"] == "Loading":
+                starts[(p, match["v"])] = at
+            elif (p, match["v"]) in starts:
+                found[p] = round((at - starts[(p, match["v"])]).total_seconds() * 1000)
+    return found
+
+
+def controller_status(spark: Any) -> Any:
+    import grpc
+
+    from statestore.rpc import control_pb2, control_pb2_grpc
+
+    address = spark.conf.get("spark.sql.streaming.stateStore.statestore.controller")
+    with grpc.insecure_channel(address) as channel:
+        return control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=10)
+
+
+def replicas_caught_up(spark: Any) -> bool:
+    reply = controller_status(spark)
+    return len(reply.partitions) == PARTITIONS and all(
+        p.replicas and all(r.version_held == p.primary_version for r in p.replicas) for p in reply.partitions
+    )
+
+
+def run_one(provider: str, size_bytes: int, work: Path, load_keys: int) -> Run:
+    """One provider at one size, in its own Spark application."""
+    keys = max(LOAD_KEYS_PER_BATCH, size_bytes // VALUE_BYTES)
+    run = Run(provider, size_bytes, keys)
+    root = work / f"{provider}-{size_bytes}"
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "input").mkdir(parents=True)
+    spark = start_spark(provider, root)
+    query = None
+    fed = 0
+    try:
+        import random
+
+        query = start_query(spark, root, run.digests)
+        # 1. load
+        batches = -(-keys // load_keys)
+        for b in range(batches):
+            write_file(root / "input", fed, list(range(b * load_keys, min(keys, (b + 1) * load_keys))))
+            fed += 1
+            started = time.monotonic()
+            wait_processed(query, fed)
+            took = time.monotonic() - started
+            log(f"{provider} {size_bytes / GB:.2f} GB: load batch {b + 1}/{batches} in {took:.1f}s")
+        run.load_batches = batches
+        rng = random.Random(size_bytes)
+
+        def update_batch() -> dict[str, Any]:
+            nonlocal fed
+            write_file(root / "input", fed, rng.sample(range(keys), UPDATE_ROWS))
+            fed += 1
+            return wait_processed(query, fed)
+
+        # 2. steady
+        for i in range(STEADY_BATCHES):
+            progress = update_batch()
+            run.steady_ms.append(progress["durationMs"]["triggerExecution"])
+            log(f"{provider} {size_bytes / GB:.2f} GB: steady batch {i + 1}/{STEADY_BATCHES}: {run.steady_ms[-1]} ms")
+        run.sst_bytes = metric(progress, "rocksdbSstFileSize" if provider == "spark" else "statestoreSstBytes")
+        run.steady_durations = progress["durationMs"]
+        # 3. warm replicas
+        if provider == "ours":
+            deadline = time.monotonic() + 600
+            while not replicas_caught_up(spark):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("replicas did not catch up within 600s")
+                time.sleep(0.5)
+        # 4. kill the executor with the most partitions, and go on at once
+        located = partition_executors(spark, query, root)
+        counts: dict[str, int] = {}
+        for executor in located.values():
+            counts[executor] = counts.get(executor, 0) + 1
+        victim = max(sorted(counts), key=lambda e: counts[e])
+        run.killed_executor = victim
+        run.lost_partitions = sorted(p for p, e in located.items() if e == victim)
+        if victim not in executor_pids():
+            raise RuntimeError(f"executor {victim} is not a JVM on this machine")
+        killed_at = datetime.datetime.now()
+        kill_executor(victim)
+        log(f"{provider} {size_bytes / GB:.2f} GB: killed executor {victim}, partitions {run.lost_partitions}")
+        progress = update_batch()
+        run.post_kill_ms = progress["durationMs"]["triggerExecution"]
+        run.post_kill_durations = progress["durationMs"]
+        steady = statistics.median(run.steady_ms)
+        run.stall_ms = run.post_kill_ms - steady
+        # 5. restore time per lost partition
+        if provider == "ours":
+            reply = controller_status(spark)
+            loads = {int(p.store.store_id.split("/")[1]): p.last_load for p in reply.partitions}
+            mine = [loads[p] for p in run.lost_partitions if p in loads]
+            run.restore_ms = statistics.mean(load.millis for load in mine) if mine else float("nan")
+            sources = sorted({load.source for load in mine})
+            run.source = ",".join(sources)
+            run.restore_detail = {
+                str(p): {"source": loads[p].source, "millis": loads[p].millis, "from_version": loads[p].from_version,
+                         "versions_applied": loads[p].versions_applied}
+                for p in run.lost_partitions if p in loads
+            }
+        else:
+            loads = spark_load_times(spark, killed_at, run.lost_partitions)
+            run.restore_ms = statistics.mean(loads.values()) if loads else float("nan")
+            run.source = "checkpoint"
+            run.restore_detail = {str(p): {"source": "checkpoint", "millis": ms} for p, ms in loads.items()}
+        log(f"{provider} {size_bytes / GB:.2f} GB: post-kill batch {run.post_kill_ms} ms (steady median "
+            f"{steady:.0f} ms), restore per lost partition {run.restore_ms:.0f} ms from {run.source}")
+        # 6. a few more batches
+        for _ in range(AFTER_BATCHES):
+            update_batch()
+    finally:
+        if query is not None:
+            query.stop()
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return run
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def report(runs: dict[tuple[str, int], Run], sizes: list[int], quick: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"sizes": {}}
+    for size in sizes:
+        ours, spark = runs[("ours", size)], runs[("spark", size)]
+        out["sizes"][str(size)] = {
+            "ours_restore_ms": round(ours.restore_ms, 1),
+            "spark_restore_ms": round(spark.restore_ms, 1),
+            "ours_stall_ms": round(ours.stall_ms, 1),
+            "spark_stall_ms": round(spark.stall_ms, 1),
+            "ours_source": ours.source,
+            "results_match": ours.digests == spark.digests,
+            "restore_ratio": round(ours.restore_ms / spark.restore_ms, 4) if spark.restore_ms > 0 else None,
+            "stall_ratio": round(ours.stall_ms / spark.stall_ms, 4) if spark.stall_ms > 0 else None,
+            "keys": ours.keys,
+            "ours": run_json(ours),
+            "spark": run_json(spark),
+        }
+    smallest, largest = out["sizes"][str(sizes[0])], out["sizes"][str(sizes[-1])]
+    ratio_target = TARGETS["restore_ratio_quick" if quick else "restore_ratio_full"]
+    growth = largest["ours_restore_ms"] / smallest["ours_restore_ms"] if smallest["ours_restore_ms"] > 0 else None
+    out["verdict"] = {
+        "ours_restore_growth": round(growth, 3) if growth else None,
+        "restore_flat": growth is not None and growth < TARGETS["restore_growth"],
+        "restore_ratio_at_largest": largest["restore_ratio"],
+        "restore_ratio_target": ratio_target,
+        "restore_ratio_met": largest["restore_ratio"] is not None and largest["restore_ratio"] <= ratio_target,
+        "stall_ratio_met": all(
+            s["stall_ratio"] is not None and s["stall_ratio"] <= TARGETS["stall_ratio"] for s in out["sizes"].values()
+        ),
+        "results_match": all(s["results_match"] for s in out["sizes"].values()),
+    }
+    out["targets"] = TARGETS
+    out["workload"] = {
+        "master": f"local-cluster[{EXECUTORS},1,1024]", "partitions": PARTITIONS, "value_bytes": VALUE_BYTES,
+        "load_keys_per_batch": LOAD_KEYS_PER_BATCH, "update_rows": UPDATE_ROWS, "steady_batches": STEADY_BATCHES,
+        "spark_provider": SPARK_ROCKSDB + " (changelog checkpointing)", "ours": "statestore, q=1",
+        "quick": quick,
+    }
+    return out
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    return {
+        "steady_ms": run.steady_ms, "post_kill_ms": run.post_kill_ms, "lost_partitions": run.lost_partitions,
+        "killed_executor": run.killed_executor, "restore_detail": run.restore_detail, "sst_bytes": run.sst_bytes,
+        "load_batches": run.load_batches, "steady_duration_parts_ms": run.steady_durations,
+        "post_kill_duration_parts_ms": run.post_kill_durations,
+    }
+
+
+def print_table(result: dict[str, Any]) -> None:
+    header = ("state", "restore/lost part. ours", "Spark", "ratio", "stall ours", "Spark", "ratio", "source",
+              "match")
+    rows = []
+    for size, s in result["sizes"].items():
+        rows.append((f"{int(size) / GB:.2f} GB", f"{s['ours_restore_ms']:.0f} ms", f"{s['spark_restore_ms']:.0f} ms",
+                     f"{s['restore_ratio']}", f"{s['ours_stall_ms']:.0f} ms", f"{s['spark_stall_ms']:.0f} ms",
+                     f"{s['stall_ratio']}", s["ours_source"], str(s["results_match"])))
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+    print(json.dumps(result["verdict"]))
+
+
+def write_png(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [int(s) / GB for s in result["sizes"]]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, title in ((axes[0], "restore_ms", "restore time per lost partition"), (axes[1], "stall_ms",
+                           "post-kill batch minus steady median")):
+        for provider, label, style in (("ours", "statestore (q=1, from replica)", "o-"),
+                                       ("spark", "Spark RocksDB (changelog)", "s--")):
+            ax.plot(sizes, [s[f"{provider}_{key}"] for s in result["sizes"].values()], style, label=label)
+        ax.set_xlabel("state (GB)")
+        ax.set_ylabel("ms")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle("executor killed between batches, local-cluster[3,1,1024], 4 state partitions")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="0.25 GB and 1 GB of state (the full run adds 4 GB)")
+    parser.add_argument("--out", required=True, type=Path, help="the JSON to write (a PNG is written beside it)")
+    parser.add_argument("--sizes-gb", type=float, nargs="*", help="state sizes to run instead of the defaults")
+    parser.add_argument("--workdir", type=Path, default=None, help="where to put checkpoints (default: a temp dir)")
+    args = parser.parse_args(argv)
+    sizes_gb = args.sizes_gb or ([0.25, 1.0] if args.quick else [0.25, 1.0, 4.0])
+    sizes = [int(s * GB) for s in sizes_gb]
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="failover-bench-"))
+    runs: dict[tuple[str, int], Run] = {}
+    for size in sizes:
+        for provider in PROVIDERS:
+            log(f"=== {provider} at {size / GB:.2f} GB of state")
+            runs[(provider, size)] = run_one(provider, size, work, LOAD_KEYS_PER_BATCH)
+    result = report(runs, sizes, args.quick)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
+    write_png(result, args.out.with_suffix(".png"))
+    print_table(result)
+    log(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
