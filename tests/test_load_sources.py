@@ -8,111 +8,21 @@ handed to it as a provider's unloaded directories (DEMOTE)."""
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from test_node_harness import Cluster, Process, statestore_command, wait_until
+from test_load_sources_harness import OPTIONS, Setup, load_rig
+from test_node_harness import wait_until
 
-from spark_provider.jar import provider_jar, pyspark_jars_dir
 from statestore.checkpoint_location import CheckpointLocation
-from statestore.node.local_channel import (
-    STATUS_ACCEPTED,
-    Demote,
-    decode_reply,
-    encode_demote,
-    read_frame,
-)
-from statestore.options import StoreOptions
-from statestore.store import VersionedStore
-
-DRIVER = Path(__file__).resolve().parents[1] / "spark_provider" / "java_test" / "io" / "statestore" / "spark"
-OPTIONS = StoreOptions(write_buffer_mb=4, block_cache_mb=4)
 
 pytestmark = pytest.mark.skipif(shutil.which("javac") is None or shutil.which("java") is None, reason="needs a JDK")
 
 
-@dataclass
-class Setup:
-    """A controller, one node serving a local socket, the compiled LoadCheck, and a state root."""
-
-    cluster: Cluster
-    sockets: dict[str, Path]
-    classpath: str
-    root: Path
-
-    def location(self, partition: int) -> CheckpointLocation:
-        return CheckpointLocation(self.root / "0" / str(partition), f"0/{partition}/default")
-
-    def history(self, partition: int, versions: int) -> CheckpointLocation:
-        """Versions 1..`versions` of the partition committed to its checkpoint location (version v adds v keys)."""
-        location = self.location(partition)
-        with VersionedStore.open(self.root.parent / f"primary-{partition}", location.store_id, OPTIONS) as store:
-            for v in range(1, versions + 1):
-                for i in range(v):
-                    store.put(f"k{v}-{i}".encode(), b"x")
-                location.commit(store)
-        return location
-
-    def hand_to_node(self, store: VersionedStore) -> str:
-        """Close `store` and hand its directory to the node to adopt as a replica, as a provider's close() does."""
-        version, lineage, path = store.version, store.lineage, store.path
-        store.close()
-        frame = encode_demote(Demote(store.store_id, str(self.location(int(store.store_id.split("/")[1])).path),
-                                     version, lineage, str(path)))
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(20)
-            conn.connect(str(self.sockets["n"]))
-            conn.sendall(frame)
-            received = read_frame(conn)
-        assert received is not None
-        reply = decode_reply(received[1])
-        assert reply.status == STATUS_ACCEPTED and "adopted" in reply.message, reply
-        return reply.message
-
-    def load(self, partition: int, version: int, node: str = "n", peer_fetch: str = "never") -> dict[str, str]:
-        """LoadCheck's report of loading `version` of the partition through our provider beside `node`."""
-        local = self.root.parent / f"local-{node}"
-        result = subprocess.run(
-            ["java", "-Xmx256m", "-cp", self.classpath, "io.statestore.spark.LoadCheck", str(self.root),
-             str(partition), str(local), str(self.sockets[node]), str(version), peer_fetch],
-            capture_output=True, text=True, timeout=120,
-        )
-        assert result.returncode == 0, result.stderr[-4000:]
-        line = result.stdout.strip().splitlines()[-1]
-        fields = dict(part.split("=", 1) for part in line.split(" ", 4))
-        return fields
-
-
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    tmp = tmp_path_factory.mktemp("loads")
-    classes = tmp / "classes"
-    classes.mkdir()
-    classpath = f"{provider_jar()}:{pyspark_jars_dir() / '*'}"
-    subprocess.run(["javac", "--release", "17", "-nowarn", "-cp", classpath, "-d", str(classes),
-                    str(DRIVER / "LoadCheck.java")], check=True, capture_output=True, text=True)
-    cluster = Cluster(tmp, q=1)
-    sockets = {name: tmp / name / "node.sock" for name in ("n", "m")}
-    try:
-        cluster.start_controller()
-        for name, sock in sockets.items():
-            argv = statestore_command("node", "--local-socket", str(sock), "--data-dir", str(cluster.data_dir(name)),
-                                      "--listen", "127.0.0.1:0", "--node-id", name, "--controller",
-                                      cluster.controller_address, "--heartbeat-interval", "0.1")
-            node = cluster.processes[name] = Process(name, argv, tmp / f"{name}.log")
-            node.start()
-            wait_until(lambda s=sock, n=node: s.exists() or n.popen.poll() is not None, 20, f"{name}'s local socket")
-            assert node.popen.poll() is None, node.log()
-        yield Setup(cluster, sockets, f"{classes}:{classpath}", tmp / "state")
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.close()
+    with load_rig(tmp_path_factory.mktemp("loads")) as rig:
+        yield rig
 
 
 def test_a_replica_on_the_kept_history_is_caught_up_and_used(setup: Setup) -> None:

@@ -16,7 +16,7 @@ import org.apache.spark.sql.types.StructType;
  * (same history, an abandoned one, ahead) and checks the provider's choice.
  *
  * <p>Usage: {@code LoadCheck <state root> <partition id> <local dir> <node socket> <version> [<peerFetch>]}. Prints one line:
- * {@code source=<s> from=<v> applied=<n> keys=<k> passed=<why>}.
+ * {@code source=<s> from=<v> applied=<n> ms=<load time> keys=<k> passed=<why>}.
  */
 public final class LoadCheck {
   private LoadCheck() {}
@@ -39,7 +39,8 @@ public final class LoadCheck {
     StateStore store = provider.getStore(version, scala.Option.empty(), false, false);
     StateLoader.Loaded load = provider.lastLoad();
     System.out.println("source=" + load.source().label() + " from=" + load.fromVersion() + " applied="
-        + load.versionsApplied() + " keys=" + store.metrics().numKeys() + " passed=" + load.passedOver());
+        + load.versionsApplied() + " ms=" + load.millis() + " keys=" + store.metrics().numKeys() + " passed="
+        + load.passedOver());
     store.abort();
     provider.close();
     System.out.flush();
