@@ -47,6 +47,7 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as importing state
 
 import statestore  # noqa: E402,F401  (gRPC settings first)
 from spark_provider.local_cluster import executor_pids, kill_executor  # noqa: E402
+from spark_provider.progress import files_processed  # noqa: E402
 
 GB = 1 << 30
 VALUE_BYTES = 1024
@@ -101,6 +102,7 @@ class Run:
     digests: dict[int, list] = field(default_factory=dict)
     sst_bytes: int = 0
     steady_durations: dict[str, int] = field(default_factory=dict)
+    after_ms: list[int] = field(default_factory=list)
     post_kill_durations: dict[str, int] = field(default_factory=dict)
 
 
@@ -143,13 +145,7 @@ def start_query(spark: Any, root: Path, digests: dict[int, list]) -> Any:
 def processed(query: Any) -> int:
     if query.exception() is not None:
         raise RuntimeError(f"the streaming query failed: {query.exception()}")
-    progress = query.lastProgress
-    if not progress or not progress["sources"]:
-        return 0
-    end = progress["sources"][0]["endOffset"]
-    if isinstance(end, str):
-        end = json.loads(end)
-    return int(end["logOffset"]) + 1 if end else 0
+    return files_processed(query)
 
 
 def wait_processed(query: Any, fed: int, timeout: float = 1800) -> dict[str, Any]:
@@ -340,7 +336,7 @@ def run_one(provider: str, size_bytes: int, work: Path, load_keys: int) -> Run:
             f"{steady:.0f} ms), restore per lost partition {run.restore_ms:.0f} ms from {run.source}")
         # 6. a few more batches
         for _ in range(AFTER_BATCHES):
-            update_batch()
+            run.after_ms.append(update_batch()["durationMs"]["triggerExecution"])
     finally:
         if query is not None:
             query.stop()
@@ -395,7 +391,8 @@ def report(runs: dict[tuple[str, int], Run], sizes: list[int], quick: bool) -> d
 
 def run_json(run: Run) -> dict[str, Any]:
     return {
-        "steady_ms": run.steady_ms, "post_kill_ms": run.post_kill_ms, "lost_partitions": run.lost_partitions,
+        "steady_ms": run.steady_ms, "post_kill_ms": run.post_kill_ms, "after_ms": run.after_ms,
+        "lost_partitions": run.lost_partitions,
         "killed_executor": run.killed_executor, "restore_detail": run.restore_detail, "sst_bytes": run.sst_bytes,
         "load_batches": run.load_batches, "steady_duration_parts_ms": run.steady_durations,
         "post_kill_duration_parts_ms": run.post_kill_durations,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import random
 import shutil
@@ -23,6 +22,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from spark_provider.progress import files_processed, load_sources
 
 EXECUTORS = 3
 PARTITIONS = 4
@@ -124,21 +125,13 @@ class _Stream:
         if self.query.exception() is not None:
             raise RuntimeError(f"the streaming query failed: {self.query.exception()}")
         self._print_progress()
-        progress = self.query.lastProgress
-        if not progress or not progress["sources"]:
-            return 0
-        end = progress["sources"][0]["endOffset"]
-        if isinstance(end, str):
-            end = json.loads(end)
-        return int(end["logOffset"]) + 1 if end else 0
+        return files_processed(self.query)
 
     def _print_progress(self) -> None:
         batches = [p for p in self.query.recentProgress if p["numInputRows"] > 0]
         for p in batches[self.printed:]:
             op = p["stateOperators"][0]
-            custom = op.get("customMetrics", {})
-            sources = ", ".join(f"{custom[k]} from {k.removeprefix('statestoreLoadSource').lower()}"
-                                for k in sorted(custom) if k.startswith("statestoreLoadSource") and custom[k])
+            sources = ", ".join(f"{n} from {source}" for source, n in load_sources(p).items() if n)
             print(f"  batch {p['batchId'] + 1}/{self.total}: {p['numInputRows']} rows in "
                   f"{p['durationMs']['triggerExecution']} ms; state rows {op['numRowsTotal']}; "
                   f"partitions loaded: {sources or 'none'}", flush=True)

@@ -16,7 +16,6 @@ from test_failover_spark_harness import (
     deduplication,
     inner_join,
     keyed_rows,
-    load_sources,
     reference_outputs,
     reporting,
     sided_rows,
@@ -33,6 +32,7 @@ from test_replica_groups_spark_harness import (
 )
 
 from spark_provider.local_cluster import executor_pids, kill_executor
+from spark_provider.progress import load_sources
 
 EVENTS = {"events": "k string, v long"}
 SIDED_EVENTS = {"events": "side string, k string, v long"}

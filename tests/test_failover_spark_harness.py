@@ -17,22 +17,12 @@ from typing import Any
 
 from test_replica_groups_spark_harness import wait_until
 
+from spark_provider.progress import files_processed
 from spark_provider.settings import PROVIDER_CLASS
 from statestore.checkpoint_location import CheckpointLocation
 
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
-SOURCES = ("local", "replica", "peer", "checkpoint")
-
-
-def load_sources(progress: dict[str, Any]) -> dict[str, int]:
-    """Per load source, the partitions (stores) of every stateful operator of one batch that loaded from it."""
-    totals = dict.fromkeys(SOURCES, 0)
-    for operator in progress.get("stateOperators", []):
-        metrics = operator.get("customMetrics", {})
-        for source in SOURCES:
-            totals[source] += int(metrics.get(f"statestoreLoadSource{source.capitalize()}", 0))
-    return totals
 
 
 def reporting(store_ids: list[str]) -> list[str]:
@@ -118,13 +108,7 @@ class RecordedQuery:
     def processed(self) -> int:
         """Input files processed so far."""
         self.raise_if_failed()
-        progress = self.query.lastProgress
-        if not progress or not progress["sources"]:
-            return 0
-        end = progress["sources"][0]["endOffset"]
-        if isinstance(end, str):
-            end = json.loads(end)
-        return int(end["logOffset"]) + 1 if end else 0
+        return files_processed(self.query)
 
     def wait_processed(self, timeout: float = 120.0) -> None:
         """Wait until every file fed so far was processed."""

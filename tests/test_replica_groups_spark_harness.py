@@ -25,6 +25,7 @@ from urllib.parse import quote
 import grpc
 from rocksdict import AccessType, Rdict
 
+from spark_provider.progress import files_processed
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.options import StoreOptions
 from statestore.rpc import control_pb2, control_pb2_grpc
@@ -147,13 +148,7 @@ class StreamingAggregation:
     def processed(self) -> int:
         """Input files processed so far (committed micro-batches with data)."""
         self.raise_if_failed()
-        progress = self.query.lastProgress
-        if not progress or not progress["sources"]:
-            return 0
-        end = progress["sources"][0]["endOffset"]
-        if isinstance(end, str):
-            end = json.loads(end)
-        return int(end["logOffset"]) + 1 if end else 0
+        return files_processed(self.query)
 
     def wait_processed(self, timeout: float = 60.0) -> None:
         """Wait until every file fed so far was processed."""

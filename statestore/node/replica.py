@@ -501,8 +501,9 @@ class ReplicaSet:
     def adopt(self, ref: common_pb2.StoreRef, db_dir: Path, version: int, lineage: bytes | None) -> str:
         """Take `db_dir`, a closed store of partition `ref` at `version` with `lineage` (a provider's unloaded
         local directory, docs/formats.md section 6 DEMOTE), as this node's replica of it: moved, not copied
-        (it must be on the data dir's file system). Refused (returns why; `db_dir` is left where it is) when a
-        replica is held already or the directory is not what it claims. Returns a note."""
+        (it must be on the data dir's file system). Refused when a replica is held already (`db_dir` is then
+        left where it is, for its owner to delete) or the directory is not what it claims (it is then deleted).
+        Returns a note saying which."""
         key = partition_key(ref)
         with self._lock:
             if key in self._replicas:

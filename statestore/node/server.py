@@ -105,8 +105,6 @@ class StateNode:
         """Check the data dir and the port, reopen replicas, serve, and join the controller."""
         check_data_dir(self.settings.data_dir)
         check_port_free(self.settings.listen)
-        scratch = self.settings.data_dir / "scratch"
-        scratch.mkdir(exist_ok=True)
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="rpc"),
             # Without this gRPC binds with SO_REUSEPORT and a second node on the same port starts silently.
@@ -139,7 +137,7 @@ class StateNode:
         self.replicas.open_existing()
         self.materializer = Materializer(self.settings, self.replicas, self.shipper.is_primary)
         replication_pb2_grpc.add_ReplicationServicer_to_server(
-            ReplicationService(self.settings, self.replicas, self.increment_log, scratch, self.shipper.is_primary),
+            ReplicationService(self.settings, self.replicas, self.increment_log, self.shipper.is_primary),
             server,
         )
         replication_pb2_grpc.add_PrimaryServicer_to_server(PrimaryService(self.shipper), server)

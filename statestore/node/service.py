@@ -34,13 +34,11 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         settings: NodeSettings,
         replicas: ReplicaSet,
         log: IncrementLog,
-        scratch: Path,
         is_primary: Callable[[common_pb2.StoreRef], bool],
     ) -> None:
         self._settings = settings
         self._replicas = replicas
         self._log = log
-        self._scratch = scratch
         self._is_primary = is_primary
 
     def Ship(

@@ -1,0 +1,32 @@
+"""Reading a streaming query's progress: how far a file source got, and where its partitions' state came from.
+Shared by the demo, the benchmarks and the tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+LOAD_SOURCES = ("local", "replica", "peer", "checkpoint")
+
+
+def files_processed(query: Any) -> int:
+    """How many input files of the query's (first) file source its committed micro-batches consumed, reading
+    its last progress (a file source's offset is the index of the last file taken)."""
+    progress = query.lastProgress
+    if not progress or not progress["sources"]:
+        return 0
+    end = progress["sources"][0]["endOffset"]
+    if isinstance(end, str):
+        end = json.loads(end)
+    return int(end["logOffset"]) + 1 if end else 0
+
+
+def load_sources(progress: dict[str, Any]) -> dict[str, int]:
+    """Per load source, how many state stores of one micro-batch's stateful operators took their state from it
+    (the provider's `statestoreLoadSource*` metrics, summed over operators)."""
+    totals = dict.fromkeys(LOAD_SOURCES, 0)
+    for operator in progress.get("stateOperators", []):
+        metrics = operator.get("customMetrics", {})
+        for source in LOAD_SOURCES:
+            totals[source] += int(metrics.get(f"statestoreLoadSource{source.capitalize()}", 0))
+    return totals
