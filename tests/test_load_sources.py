@@ -85,3 +85,12 @@ def _holders(setup: Setup, location: CheckpointLocation) -> list[str]:
             common_pb2.StoreRef(store_id=location.store_id, checkpoint_dir=str(location.path)), timeout=5
         )
     return [h.node.node_id for h in reply.holders]
+
+
+def test_an_aborted_batch_is_undone_in_place_not_restored(setup: Setup) -> None:
+    """The batch's writes went straight into RocksDB; abort writes back what they changed, so the retried task's
+    load of the same version is served by the provider's own directory, with the state of before the batch."""
+    setup.history(7, versions=3)
+    first, again = setup.loads(7, 3, "n", "never", "abort-reload")
+    assert first["source"] == "checkpoint" and first["keys"] == str(1 + 2 + 3)
+    assert (again["source"], again["applied"], again["keys"]) == ("local", "0", str(1 + 2 + 3)), again

@@ -71,16 +71,21 @@ class Setup:
 
     def load(self, partition: int, version: int, node: str = "n", peer_fetch: str = "never") -> dict[str, str]:
         """LoadCheck's report of loading `version` of the partition through our provider beside `node`."""
+        return self.loads(partition, version, node, peer_fetch)[-1]
+
+    def loads(
+        self, partition: int, version: int, node: str = "n", peer_fetch: str = "never", *extra: str
+    ) -> list[dict[str, str]]:
+        """LoadCheck's reports, one per load (`extra`: LoadCheck's further arguments)."""
         local = self.root.parent / f"local-{node}"
         result = subprocess.run(
             ["java", "-Xmx256m", "-cp", self.classpath, "io.statestore.spark.LoadCheck", str(self.root),
-             str(partition), str(local), str(self.sockets[node]), str(version), peer_fetch],
+             str(partition), str(local), str(self.sockets[node]), str(version), peer_fetch, *extra],
             capture_output=True, text=True, timeout=120,
         )
         assert result.returncode == 0, result.stderr[-4000:]
-        line = result.stdout.strip().splitlines()[-1]
-        fields = dict(part.split("=", 1) for part in line.split(" ", 5))
-        return fields
+        lines = [line for line in result.stdout.strip().splitlines() if line.startswith("source=")]
+        return [dict(part.split("=", 1) for part in line.split(" ", 5)) for line in lines]
 
 
 @contextlib.contextmanager

@@ -65,6 +65,7 @@ public final class StatestoreProvider implements StateStoreProvider {
    * same version that follows it in one task): what metrics and the node are told. */
   private volatile StateLoader.Loaded lastLoad;
   private long lastLoadVersion = -1;
+  private boolean abortedSinceLoad;
   /** The last load from elsewhere than this provider's own directory (its first load if none), and its version:
    * what the node reports as the partition's last load. */
   private StateLoader.Loaded notableLoad;
@@ -189,8 +190,11 @@ public final class StatestoreProvider implements StateStoreProvider {
     }
     localDirty = false;
     staleAbove = loaded.latestInCheckpoint() > version ? version : Long.MAX_VALUE;
+    // A read store's load then the write store's of the same version (one task): the first one tells where the
+    // state came from. After an abort the next load is another attempt's, and reported as it is.
     boolean sameVersionAgain = lastLoadVersion == version && loaded.source() == StateLoader.Source.LOCAL
-        && loaded.versionsApplied() == 0 && lastLoad != null;
+        && loaded.versionsApplied() == 0 && lastLoad != null && !abortedSinceLoad;
+    abortedSinceLoad = false;
     if (!sameVersionAgain) {
       lastLoad = loaded;
       lastLoadVersion = version;
@@ -366,6 +370,7 @@ public final class StatestoreProvider implements StateStoreProvider {
   /** The batch's writes went straight into the database: write back what they changed (a batch's worth of
    * work); only when that is impossible is the directory left to the next load to replace. */
   synchronized void abort(LocalStore store) {
+    abortedSinceLoad = true;
     try {
       if (store == local && !store.rollback()) {
         localDirty = true;

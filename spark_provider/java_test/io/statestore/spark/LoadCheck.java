@@ -15,11 +15,20 @@ import org.apache.spark.sql.types.StructType;
  * where the state came from: tests/test_load_sources.py sets up the checkpoint location and the node's copy
  * (same history, an abandoned one, ahead) and checks the provider's choice.
  *
- * <p>Usage: {@code LoadCheck <state root> <partition id> <local dir> <node socket> <version> [<peerFetch>]}. Prints one line:
+ * <p>Usage: {@code LoadCheck <state root> <partition id> <local dir> <node socket> <version> [<peerFetch>
+ * [abort-reload]]}: with {@code abort-reload}, the loaded store then writes a thousand keys, aborts, and the same
+ * version is loaded again (a second line). Prints one line:
  * {@code source=<s> from=<v> applied=<n> ms=<load time> keys=<k> passed=<why>}.
  */
 public final class LoadCheck {
   private LoadCheck() {}
+
+  private static void report(StatestoreProvider provider, StateStore store) {
+    StateLoader.Loaded load = provider.lastLoad();
+    System.out.println("source=" + load.source().label() + " from=" + load.fromVersion() + " applied="
+        + load.versionsApplied() + " ms=" + load.millis() + " keys=" + store.metrics().numKeys() + " passed="
+        + load.passedOver());
+  }
 
   public static void main(String[] args) throws Exception {
     String root = args[0];
@@ -37,10 +46,21 @@ public final class LoadCheck {
     provider.init(new StateStoreId(root, 0, partition, "default"), key, key, new NoPrefixKeyStateEncoderSpec(key),
         false, conf, new Configuration(), false, scala.Option.empty());
     StateStore store = provider.getStore(version, scala.Option.empty(), false, false);
-    StateLoader.Loaded load = provider.lastLoad();
-    System.out.println("source=" + load.source().label() + " from=" + load.fromVersion() + " applied="
-        + load.versionsApplied() + " ms=" + load.millis() + " keys=" + store.metrics().numKeys() + " passed="
-        + load.passedOver());
+    report(provider, store);
+    if (args.length > 6 && args[6].equals("abort-reload")) {
+      // A batch writes, then aborts (its task failed): the retry loads the same version on the same provider.
+      org.apache.spark.sql.catalyst.expressions.UnsafeProjection project =
+          org.apache.spark.sql.catalyst.expressions.UnsafeProjection.create(key);
+      for (int i = 0; i < 1000; i++) {
+        org.apache.spark.sql.catalyst.expressions.UnsafeRow row = project.apply(
+            new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(
+                new Object[] {org.apache.spark.unsafe.types.UTF8String.fromString("written-then-aborted-" + i)}));
+        store.put(row.copy(), row.copy(), "default");
+      }
+      store.abort();
+      store = provider.getStore(version, scala.Option.empty(), false, false);
+      report(provider, store);
+    }
     store.abort();
     provider.close();
     System.out.flush();
