@@ -17,8 +17,10 @@ application of its own on local-cluster[3,1,1024] with four state partitions:
    the controller's report of each lost partition's load (`statestore status`), Spark's from its
    `rocksdbLoadLatencyMs` metric of that batch minus the steady batches' median, per lost partition; where
    our lost partitions' state came from;
-6. two more batches; every batch's output digest (row count, sums, CRC of the values) compared between the
-   providers.
+6. two more batches; steps 3 to 6 again once three executors run again (Spark starts one in place of the
+   killed one), three kills in all (`--kills`), and the medians over the kills reported (this 2-core machine
+   is noisy, and the replacement executor's start-up competes with the post-kill batch for CPU); every
+   batch's output digest (row count, sums, CRC of the values) compared between the providers.
 
 Prints a table with ratios, writes the JSON (`{"sizes": {"<state bytes>": {"ours_restore_ms",
 "spark_restore_ms", "ours_stall_ms", "spark_stall_ms", "ours_source", "results_match", ...}}, ...}`) and a
@@ -37,7 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -84,26 +86,47 @@ def log(message: str) -> None:
 
 
 @dataclass
+class Kill:
+    """One kill -9 of an executor and what followed."""
+
+    executor: str
+    lost_partitions: list[int]
+    post_kill_ms: int = 0
+    stall_ms: float = 0.0
+    restore_ms: float = 0.0
+    source: str = ""
+    restore_detail: dict[str, Any] = field(default_factory=dict)
+    post_kill_durations: dict[str, int] = field(default_factory=dict)
+    after_ms: list[int] = field(default_factory=list)
+
+
+@dataclass
 class Run:
-    """One provider at one state size: the figures the table and the JSON report."""
+    """One provider at one state size, in one application, killed several times: the figures reported."""
 
     provider: str
     size_bytes: int
     keys: int
     load_batches: int = 0
     steady_ms: list[int] = field(default_factory=list)
-    post_kill_ms: int = 0
-    stall_ms: float = 0.0
-    restore_ms: float = 0.0
-    restore_detail: dict[str, Any] = field(default_factory=dict)
-    lost_partitions: list[int] = field(default_factory=list)
-    killed_executor: str = ""
-    source: str = ""
+    kills: list[Kill] = field(default_factory=list)
     digests: dict[int, list] = field(default_factory=dict)
     sst_bytes: int = 0
     steady_durations: dict[str, int] = field(default_factory=dict)
-    after_ms: list[int] = field(default_factory=list)
-    post_kill_durations: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def stall_ms(self) -> float:
+        """The median stall over the kills."""
+        return statistics.median(k.stall_ms for k in self.kills)
+
+    @property
+    def restore_ms(self) -> float:
+        """The median restore time per lost partition over the kills."""
+        return statistics.median(k.restore_ms for k in self.kills)
+
+    @property
+    def source(self) -> str:
+        return ",".join(sorted({s for k in self.kills for s in k.source.split(",") if s}))
 
 
 # ----------------------------------------------------------------------------- the workload
@@ -250,7 +273,75 @@ def replicas_caught_up(spark: Any) -> bool:
     )
 
 
-def run_one(provider: str, size_bytes: int, work: Path, load_keys: int) -> Run:
+def executors_alive(spark: Any) -> int:
+    """Executors registered with the driver (the driver itself not counted)."""
+    return len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1
+
+
+def wait_for(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} within {timeout}s")
+        time.sleep(0.5)
+
+
+def kill_once(
+    provider: str, spark: Any, query: Any, root: Path, run: Run, update_batch: Any, settle: float, kill: int
+) -> None:
+    """Steps 3 to 6 once: replicas caught up, kill -9 of the busiest executor, the next batch at once, its stall
+    and the lost partitions' restore times, then a few more batches. Appends a `Kill` to `run.kills`."""
+    size = f"{run.size_bytes / GB:.2f} GB"
+    # 3. warm replicas
+    if provider == "ours":
+        wait_for(lambda: replicas_caught_up(spark), 600, "replicas caught up")
+    # 4. kill the executor with the most partitions, and go on at once
+    located = partition_executors(spark, query, root)
+    counts: dict[str, int] = {}
+    for executor in located.values():
+        counts[executor] = counts.get(executor, 0) + 1
+    victim = max(sorted(counts), key=lambda e: counts[e])
+    record = Kill(victim, sorted(p for p, e in located.items() if e == victim))
+    if victim not in executor_pids():
+        raise RuntimeError(f"executor {victim} is not a JVM on this machine")
+    killed_at = datetime.datetime.now()
+    kill_executor(victim)
+    log(f"{provider} {size}: kill {kill + 1}: executor {victim}, partitions {record.lost_partitions}")
+    if settle:
+        time.sleep(settle)  # --settle: let Spark's replacement executor start before the next batch
+    progress = update_batch()
+    record.post_kill_ms = progress["durationMs"]["triggerExecution"]
+    record.post_kill_durations = progress["durationMs"]
+    steady = statistics.median(run.steady_ms[-STEADY_BATCHES:])
+    record.stall_ms = record.post_kill_ms - steady
+    # 5. restore time per lost partition
+    if provider == "ours":
+        reply = controller_status(spark)
+        loads = {int(p.store.store_id.split("/")[1]): p.last_load for p in reply.partitions}
+        mine = {p: loads[p] for p in record.lost_partitions if p in loads}
+        record.restore_ms = statistics.mean(load.millis for load in mine.values()) if mine else float("nan")
+        record.source = ",".join(sorted({load.source for load in mine.values()}))
+        record.restore_detail = {
+            str(p): {"source": load.source, "millis": load.millis, "from_version": load.from_version,
+                     "versions_applied": load.versions_applied}
+            for p, load in mine.items()
+        }
+    else:
+        times = spark_load_times(spark, killed_at, record.lost_partitions)
+        record.restore_ms = statistics.mean(times.values()) if times else float("nan")
+        record.source = "checkpoint"
+        record.restore_detail = {str(p): {"source": "checkpoint", "millis": ms} for p, ms in times.items()}
+    log(f"{provider} {size}: kill {kill + 1}: post-kill batch {record.post_kill_ms} ms (steady median "
+        f"{steady:.0f} ms), restore per lost partition {record.restore_ms:.0f} ms from {record.source}")
+    # 6. a few more batches
+    for _ in range(AFTER_BATCHES):
+        record.after_ms.append(update_batch()["durationMs"]["triggerExecution"])
+    run.kills.append(record)
+
+
+def run_one(
+    provider: str, size_bytes: int, work: Path, load_keys: int, settle: float = 0.0, kills: int = 3
+) -> Run:
     """One provider at one size, in its own Spark application."""
     keys = max(LOAD_KEYS_PER_BATCH, size_bytes // VALUE_BYTES)
     run = Run(provider, size_bytes, keys)
@@ -289,54 +380,12 @@ def run_one(provider: str, size_bytes: int, work: Path, load_keys: int) -> Run:
             log(f"{provider} {size_bytes / GB:.2f} GB: steady batch {i + 1}/{STEADY_BATCHES}: {run.steady_ms[-1]} ms")
         run.sst_bytes = metric(progress, "rocksdbSstFileSize" if provider == "spark" else "statestoreSstBytes")
         run.steady_durations = progress["durationMs"]
-        # 3. warm replicas
-        if provider == "ours":
-            deadline = time.monotonic() + 600
-            while not replicas_caught_up(spark):
-                if time.monotonic() > deadline:
-                    raise TimeoutError("replicas did not catch up within 600s")
-                time.sleep(0.5)
-        # 4. kill the executor with the most partitions, and go on at once
-        located = partition_executors(spark, query, root)
-        counts: dict[str, int] = {}
-        for executor in located.values():
-            counts[executor] = counts.get(executor, 0) + 1
-        victim = max(sorted(counts), key=lambda e: counts[e])
-        run.killed_executor = victim
-        run.lost_partitions = sorted(p for p, e in located.items() if e == victim)
-        if victim not in executor_pids():
-            raise RuntimeError(f"executor {victim} is not a JVM on this machine")
-        killed_at = datetime.datetime.now()
-        kill_executor(victim)
-        log(f"{provider} {size_bytes / GB:.2f} GB: killed executor {victim}, partitions {run.lost_partitions}")
-        progress = update_batch()
-        run.post_kill_ms = progress["durationMs"]["triggerExecution"]
-        run.post_kill_durations = progress["durationMs"]
-        steady = statistics.median(run.steady_ms)
-        run.stall_ms = run.post_kill_ms - steady
-        # 5. restore time per lost partition
-        if provider == "ours":
-            reply = controller_status(spark)
-            loads = {int(p.store.store_id.split("/")[1]): p.last_load for p in reply.partitions}
-            mine = [loads[p] for p in run.lost_partitions if p in loads]
-            run.restore_ms = statistics.mean(load.millis for load in mine) if mine else float("nan")
-            sources = sorted({load.source for load in mine})
-            run.source = ",".join(sources)
-            run.restore_detail = {
-                str(p): {"source": loads[p].source, "millis": loads[p].millis, "from_version": loads[p].from_version,
-                         "versions_applied": loads[p].versions_applied}
-                for p in run.lost_partitions if p in loads
-            }
-        else:
-            loads = spark_load_times(spark, killed_at, run.lost_partitions)
-            run.restore_ms = statistics.mean(loads.values()) if loads else float("nan")
-            run.source = "checkpoint"
-            run.restore_detail = {str(p): {"source": "checkpoint", "millis": ms} for p, ms in loads.items()}
-        log(f"{provider} {size_bytes / GB:.2f} GB: post-kill batch {run.post_kill_ms} ms (steady median "
-            f"{steady:.0f} ms), restore per lost partition {run.restore_ms:.0f} ms from {run.source}")
-        # 6. a few more batches
-        for _ in range(AFTER_BATCHES):
-            run.after_ms.append(update_batch()["durationMs"]["triggerExecution"])
+        for kill in range(kills):
+            if kill:  # the cluster whole again: three executors, and for ours every replica caught up
+                wait_for(lambda: executors_alive(spark) == EXECUTORS, 300, "a replacement executor")
+                for _ in range(STEADY_BATCHES):
+                    run.steady_ms.append(update_batch()["durationMs"]["triggerExecution"])
+            kill_once(provider, spark, query, root, run, update_batch, settle, kill)
     finally:
         if query is not None:
             query.stop()
@@ -391,11 +440,10 @@ def report(runs: dict[tuple[str, int], Run], sizes: list[int], quick: bool) -> d
 
 def run_json(run: Run) -> dict[str, Any]:
     return {
-        "steady_ms": run.steady_ms, "post_kill_ms": run.post_kill_ms, "after_ms": run.after_ms,
-        "lost_partitions": run.lost_partitions,
-        "killed_executor": run.killed_executor, "restore_detail": run.restore_detail, "sst_bytes": run.sst_bytes,
-        "load_batches": run.load_batches, "steady_duration_parts_ms": run.steady_durations,
-        "post_kill_duration_parts_ms": run.post_kill_durations,
+        "steady_ms": run.steady_ms, "sst_bytes": run.sst_bytes, "load_batches": run.load_batches,
+        "steady_duration_parts_ms": run.steady_durations,
+        "kills": [asdict(k) for k in run.kills],
+        "stalls_ms": [k.stall_ms for k in run.kills], "restores_ms": [k.restore_ms for k in run.kills],
     }
 
 
@@ -443,6 +491,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="the JSON to write (a PNG is written beside it)")
     parser.add_argument("--sizes-gb", type=float, nargs="*", help="state sizes to run instead of the defaults")
     parser.add_argument("--workdir", type=Path, default=None, help="where to put checkpoints (default: a temp dir)")
+    parser.add_argument(
+        "--kills", type=int, default=3, help="executors killed one after another in each run (medians reported)"
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long after the kill before the next batch (an experiment: how much of the stall is the "
+        "replacement executor starting meanwhile); 0, the default, measures a stream with input waiting",
+    )
     args = parser.parse_args(argv)
     sizes_gb = args.sizes_gb or ([0.25, 1.0] if args.quick else [0.25, 1.0, 4.0])
     sizes = [int(s * GB) for s in sizes_gb]
@@ -451,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         for provider in PROVIDERS:
             log(f"=== {provider} at {size / GB:.2f} GB of state")
-            runs[(provider, size)] = run_one(provider, size, work, LOAD_KEYS_PER_BATCH)
+            runs[(provider, size)] = run_one(provider, size, work, LOAD_KEYS_PER_BATCH, args.settle, args.kills)
     result = report(runs, sizes, args.quick)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))

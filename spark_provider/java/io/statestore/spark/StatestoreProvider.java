@@ -54,11 +54,11 @@ public final class StatestoreProvider implements StateStoreProvider {
   private CheckpointDir checkpoint;
   private LocalChannel channel;
   /**
-   * Per partition (checkpoint location and store id), the provider of this JVM that last handed the node a
-   * commit. Spark keeps one provider per query run, so after a restart the old run's provider may close
-   * while the new run's commits the same partition here: only the last committer releases it.
+   * Per partition (checkpoint location and store id), the provider of this JVM that last loaded it for writing
+   * or handed the node a commit of it. Spark keeps one provider per query run, so after a restart the old run's
+   * provider may close while the new run's owns the same partition here: only the last owner releases it.
    */
-  private static final java.util.concurrent.ConcurrentHashMap<String, StatestoreProvider> LAST_COMMITTER =
+  private static final java.util.concurrent.ConcurrentHashMap<String, StatestoreProvider> LAST_OWNER =
       new java.util.concurrent.ConcurrentHashMap<>();
   private StateLoader loader;
   /** The load that brought the state to the version loaded last (a read store's load, for the write store of the
@@ -205,12 +205,12 @@ public final class StatestoreProvider implements StateStoreProvider {
       }
     }
     current = new StatestoreStore(this, local, version, readOnly);
-    if (!readOnly) Faults.at(settings.faultsFile, "load", storeId.partitionId(), storeIdString);
     if (!readOnly) {
+      Faults.at(settings.faultsFile, "load", storeId.partitionId(), storeIdString);
       writerOpen = true;
       local.beginBatch();
       if (channel != null) {
-        LAST_COMMITTER.put(partitionKey(), this);
+        LAST_OWNER.put(partitionKey(), this);
         // Spark runs the partition's task here now: the node becomes its primary (no news when it already is,
         // unless the node may have restarted since: it then forgot).
         if (lastLoad.source() != StateLoader.Source.LOCAL || promotedOn != channel.connections()) {
@@ -266,7 +266,7 @@ public final class StatestoreProvider implements StateStoreProvider {
       if (inc.version - lastSnapshotVersion >= settings.minDeltasForSnapshot) scheduleSnapshot(store, inc.version);
       if (settings.commitValidation) StateStore.reportCommitToCoordinator(inc.version, storeId, hadoopConf);
       if (channel != null) {
-        LAST_COMMITTER.put(partitionKey(), this);
+        LAST_OWNER.put(partitionKey(), this);
         channel.committed(storeIdString, checkpoint.dir.toString(), inc.version, rewritesHistory, bytes,
             settings.syncReplication, sidecarSpec);
       }
@@ -433,7 +433,7 @@ public final class StatestoreProvider implements StateStoreProvider {
       // After the commits already queued, the node stops claiming the partition (formats.md section 6), unless
       // another provider of this JVM (a later query run) took it since. A clean local directory is handed to
       // the node to keep as a replica (DEMOTE): the query's next run, or a move back, finds it warm.
-      boolean owner = channel != null && LAST_COMMITTER.remove(partitionKey(), this);
+      boolean owner = channel != null && LAST_OWNER.remove(partitionKey(), this);
       LocalStore store = local;
       boolean handOver = owner && store != null && !localDirty && !writerOpen && !store.hasUncommittedChanges()
           && store.lineage() != null;
