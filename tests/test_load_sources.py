@@ -94,3 +94,11 @@ def test_an_aborted_batch_is_undone_in_place_not_restored(setup: Setup) -> None:
     first, again = setup.loads(7, 3, "n", "never", "abort-reload")
     assert first["source"] == "checkpoint" and first["keys"] == str(1 + 2 + 3)
     assert (again["source"], again["applied"], again["keys"]) == ("local", "0", str(1 + 2 + 3)), again
+
+
+def test_a_snapshot_is_taken_at_the_commit_when_spark_asks_for_one(setup: Setup) -> None:
+    """Spark's coordinator passes `forceSnapshotOnCommit` (getStore's third argument) for a store whose snapshot
+    uploads lag: the store stays writable, and its commit is snapshotted."""
+    location = setup.history(8, versions=2)
+    setup.loads(8, 2, "n", "never", "force-snapshot")
+    assert location.snapshot_versions() == [3]

@@ -66,6 +66,9 @@ public final class StatestoreProvider implements StateStoreProvider {
   private volatile StateLoader.Loaded lastLoad;
   private long lastLoadVersion = -1;
   private boolean abortedSinceLoad;
+  /** Spark asked for a snapshot at the coming commit (its coordinator saw this store's uploads lag). */
+  private boolean snapshotAtCommit;
+  private org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef coordinator;
   /** The last load from elsewhere than this provider's own directory (its first load if none), and its version:
    * what the node reports as the partition's last load. */
   private StateLoader.Loaded notableLoad;
@@ -171,9 +174,15 @@ public final class StatestoreProvider implements StateStoreProvider {
   }
 
   @Override
-  public synchronized StateStore getStore(long version, scala.Option<String> uniqueId, boolean readOnly,
-      boolean forceSnapshotOnCommit) {
+  public synchronized StateStore getStore(long version, scala.Option<String> uniqueId, boolean forceSnapshotOnCommit,
+      boolean loadEmpty) {
     if (version < 0) throw new IllegalArgumentException("Version cannot be less than 0: " + version);
+    if (loadEmpty) {
+      throw new UnsupportedOperationException("statestore: loading store " + storeIdString + " empty at version "
+          + version + " (loadEmpty) is not supported; streaming queries never ask for it");
+    }
+    // Spark's coordinator asks for a snapshot at this commit when the store's snapshot uploads lag.
+    snapshotAtCommit = forceSnapshotOnCommit;
     if (current != null) current.closeScans();
     byte[] wanted = CheckpointIds.lineageOf(uniqueId, storeIdString, version);
     StateLoader.Loaded loaded;
@@ -198,26 +207,25 @@ public final class StatestoreProvider implements StateStoreProvider {
     if (!sameVersionAgain) {
       lastLoad = loaded;
       lastLoadVersion = version;
-      logLoad(loaded, version, readOnly);
+      logLoad(loaded, version);
       if (loaded.source() != StateLoader.Source.LOCAL || notableLoad == null) {
         notableLoad = loaded;
         notableLoadVersion = version;
       }
     }
-    current = new StatestoreStore(this, local, version, readOnly);
-    if (!readOnly) {
-      Faults.at(settings.faultsFile, "load", storeId.partitionId(), storeIdString);
-      writerOpen = true;
-      local.beginBatch();
-      if (channel != null) {
-        LAST_OWNER.put(partitionKey(), this);
-        // Spark runs the partition's task here now: the node becomes its primary (no news when it already is,
-        // unless the node may have restarted since: it then forgot).
-        if (lastLoad.source() != StateLoader.Source.LOCAL || promotedOn != channel.connections()) {
-          channel.promoted(storeIdString, checkpoint.dir.toString(), version, local.lineage(), notableLoad,
-              notableLoadVersion, sparkPlace(), sidecarSpec);
-          promotedOn = channel.connections();
-        }
+    // Every store is writable: Spark wraps it for reading (getReadStore) and asks again to write.
+    current = new StatestoreStore(this, local, version);
+    Faults.at(settings.faultsFile, "load", storeId.partitionId(), storeIdString);
+    writerOpen = true;
+    local.beginBatch();
+    if (channel != null) {
+      LAST_OWNER.put(partitionKey(), this);
+      // Spark runs the partition's task here now: the node becomes its primary (no news when it already is,
+      // unless the node may have restarted since: it then forgot).
+      if (lastLoad.source() != StateLoader.Source.LOCAL || promotedOn != channel.connections()) {
+        channel.promoted(storeIdString, checkpoint.dir.toString(), version, local.lineage(), notableLoad,
+            notableLoadVersion, sparkPlace(), sidecarSpec);
+        promotedOn = channel.connections();
       }
     }
     return current;
@@ -231,15 +239,14 @@ public final class StatestoreProvider implements StateStoreProvider {
         LocalChannel.executorHost());
   }
 
-  private void logLoad(StateLoader.Loaded l, long version, boolean readOnly) {
+  private void logLoad(StateLoader.Loaded l, long version) {
     String passed = l.passedOver().isEmpty() ? "" : " (passed over: " + l.passedOver() + ")";
     if (l.source() == StateLoader.Source.LOCAL && l.versionsApplied() == 0 && passed.isEmpty()) {
       LOG.debug("statestore: loaded {} version {} from its local directory", storeIdString, version);
       return;
     }
-    LOG.info("statestore: loaded {} version {}{} from {} (at version {}, {} increments applied) in {} ms{}",
-        storeIdString, version, readOnly ? " to read" : "", l.source().label(), l.fromVersion(),
-        l.versionsApplied(), l.millis(), passed);
+    LOG.info("statestore: loaded {} version {} from {} (at version {}, {} increments applied) in {} ms{}",
+        storeIdString, version, l.source().label(), l.fromVersion(), l.versionsApplied(), l.millis(), passed);
   }
 
   /**
@@ -263,7 +270,10 @@ public final class StatestoreProvider implements StateStoreProvider {
       long encoded = System.nanoTime();
       checkpoint.writeIncrement(inc.version, bytes);
       long written = System.nanoTime();
-      if (inc.version - lastSnapshotVersion >= settings.minDeltasForSnapshot) scheduleSnapshot(store, inc.version);
+      if (snapshotAtCommit || inc.version - lastSnapshotVersion >= settings.minDeltasForSnapshot) {
+        scheduleSnapshot(store, inc.version);
+      }
+      snapshotAtCommit = false;
       if (settings.commitValidation) StateStore.reportCommitToCoordinator(inc.version, storeId, hadoopConf);
       if (channel != null) {
         LAST_OWNER.put(partitionKey(), this);
@@ -355,6 +365,7 @@ public final class StatestoreProvider implements StateStoreProvider {
     long checkpointed = System.nanoTime();
     try {
       checkpoint.uploadSnapshot(version, storeIdString, staging);
+      reportSnapshotUploaded(version);
       checkpoint.retain(settings.minVersionsToRetain);
     } catch (IOException | RuntimeException e) {
       LOG.warn("statestore: snapshot {} of {} not uploaded: {}", version, storeIdString, e.toString());
@@ -369,6 +380,26 @@ public final class StatestoreProvider implements StateStoreProvider {
 
   /** The batch's writes went straight into the database: write back what they changed (a batch's worth of
    * work); only when that is impossible is the directory left to the next load to replace. */
+  /**
+   * Tells Spark's StateStoreCoordinator that a snapshot of {@code version} was uploaded, as Spark's own providers
+   * do: without it the coordinator counts this store's snapshots as lagging and logs it. Best effort.
+   */
+  private void reportSnapshotUploaded(long version) {
+    if (runId.isEmpty()) return;
+    try {
+      org.apache.spark.SparkEnv env = org.apache.spark.SparkEnv.get();
+      if (env == null) return;
+      if (coordinator == null) {
+        coordinator = org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef.forExecutor(env);
+      }
+      coordinator.snapshotUploaded(new org.apache.spark.sql.execution.streaming.state.StateStoreProviderId(storeId,
+          java.util.UUID.fromString(runId)), version, System.currentTimeMillis());
+    } catch (RuntimeException e) {
+      LOG.debug("statestore: snapshot {} of {} not reported to the coordinator: {}", version, storeIdString,
+          e.toString());
+    }
+  }
+
   synchronized void abort(LocalStore store) {
     abortedSinceLoad = true;
     try {

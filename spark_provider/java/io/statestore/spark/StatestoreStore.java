@@ -24,7 +24,6 @@ public final class StatestoreStore implements StateStore {
   private final StatestoreProvider provider;
   private final LocalStore local;
   private final long baseVersion;
-  private final boolean readOnly;
   private final List<ScanIterator> openScans = new ArrayList<>();
   private volatile State state = State.UPDATING;
   private long committedVersion = -1;
@@ -36,12 +35,11 @@ public final class StatestoreStore implements StateStore {
   private byte[] lastKey;
   private boolean lastExisted;
 
-  StatestoreStore(StatestoreProvider provider, LocalStore local, long baseVersion, boolean readOnly) {
+  StatestoreStore(StatestoreProvider provider, LocalStore local, long baseVersion) {
     StateStore.$init$(this);
     this.provider = provider;
     this.local = local;
     this.baseVersion = baseVersion;
-    this.readOnly = readOnly;
     this.baseLineage = local.lineage();
   }
 
@@ -64,7 +62,6 @@ public final class StatestoreStore implements StateStore {
   }
 
   private void checkWritable(String op) {
-    if (readOnly) throw new IllegalStateException("Cannot " + op + " in a read-only store " + this);
     if (state != State.UPDATING) throw new IllegalStateException("Cannot " + op + " after " + state + ": " + this);
   }
 
@@ -296,20 +293,20 @@ public final class StatestoreStore implements StateStore {
   public void abort() {
     if (state == State.COMMITTED) return;
     closeScans();
-    if (state == State.UPDATING && !readOnly) provider.abort(local);
+    if (state == State.UPDATING) provider.abort(local);
     state = State.ABORTED;
   }
 
   @Override
   public void release() {
     closeScans();
-    if (state == State.UPDATING && !readOnly) provider.abort(local); // undoes the batch's writes, if any
+    if (state == State.UPDATING) provider.abort(local); // undoes the batch's writes, if any
     state = State.RELEASED;
   }
 
   /** Whether this store may still write to the local database (the provider's snapshot waits for it). */
   boolean writing() {
-    return !readOnly && state == State.UPDATING;
+    return state == State.UPDATING;
   }
 
   @Override

@@ -16,12 +16,19 @@ import org.apache.spark.sql.types.StructType;
  * (same history, an abandoned one, ahead) and checks the provider's choice.
  *
  * <p>Usage: {@code LoadCheck <state root> <partition id> <local dir> <node socket> <version> [<peerFetch>
- * [abort-reload]]}: with {@code abort-reload}, the loaded store then writes a thousand keys, aborts, and the same
- * version is loaded again (a second line). Prints one line:
+ * [abort-reload|force-snapshot]]}: with {@code abort-reload}, the loaded store then writes a thousand keys, aborts,
+ * and the same version is loaded again (a second line); with {@code force-snapshot} the load is asked, as Spark's
+ * coordinator does for a store whose snapshots lag, for a snapshot at its commit, and one key is committed. Prints one line:
  * {@code source=<s> from=<v> applied=<n> ms=<load time> keys=<k> passed=<why>}.
  */
 public final class LoadCheck {
   private LoadCheck() {}
+
+  private static org.apache.spark.sql.catalyst.expressions.UnsafeRow row(StructType schema, String value) {
+    return org.apache.spark.sql.catalyst.expressions.UnsafeProjection.create(schema).apply(
+        new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(
+            new Object[] {org.apache.spark.unsafe.types.UTF8String.fromString(value)})).copy();
+  }
 
   private static void report(StatestoreProvider provider, StateStore store) {
     StateLoader.Loaded load = provider.lastLoad();
@@ -45,17 +52,20 @@ public final class LoadCheck {
     StatestoreProvider provider = new StatestoreProvider();
     provider.init(new StateStoreId(root, 0, partition, "default"), key, key, new NoPrefixKeyStateEncoderSpec(key),
         false, conf, new Configuration(), false, scala.Option.empty());
-    StateStore store = provider.getStore(version, scala.Option.empty(), false, false);
+    String mode = args.length > 6 ? args[6] : "";
+    // force-snapshot: Spark's coordinator asks for a snapshot at this commit (its third argument).
+    StateStore store = provider.getStore(version, scala.Option.empty(), mode.equals("force-snapshot"), false);
     report(provider, store);
-    if (args.length > 6 && args[6].equals("abort-reload")) {
+    if (mode.equals("force-snapshot")) {
+      store.put(row(key, "written"), row(key, "written"), "default");
+      store.commit();
+      provider.close(); // waits for the snapshot under way
+      return;
+    }
+    if (mode.equals("abort-reload")) {
       // A batch writes, then aborts (its task failed): the retry loads the same version on the same provider.
-      org.apache.spark.sql.catalyst.expressions.UnsafeProjection project =
-          org.apache.spark.sql.catalyst.expressions.UnsafeProjection.create(key);
       for (int i = 0; i < 1000; i++) {
-        org.apache.spark.sql.catalyst.expressions.UnsafeRow row = project.apply(
-            new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(
-                new Object[] {org.apache.spark.unsafe.types.UTF8String.fromString("written-then-aborted-" + i)}));
-        store.put(row.copy(), row.copy(), "default");
+        store.put(row(key, "written-then-aborted-" + i), row(key, "written-then-aborted-" + i), "default");
       }
       store.abort();
       store = provider.getStore(version, scala.Option.empty(), false, false);
