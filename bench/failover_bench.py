@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as importing statestore does, before grpc loads
 
 import statestore  # noqa: E402,F401  (gRPC settings first)
+from spark_provider.file_feed import publish  # noqa: E402
 from spark_provider.local_cluster import executor_pids, kill_executor  # noqa: E402
 from spark_provider.progress import files_processed  # noqa: E402
 
@@ -134,12 +135,7 @@ class Run:
 
 def write_file(folder: Path, index: int, keys: list[int]) -> None:
     """Input file `index`: one row per key, `{"k": key, "v": index}`, named and timed in feeding order."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".b{index:05d}.json.tmp"
-    tmp.write_text("".join(f'{{"k": {k}, "v": {index}}}\n' for k in keys))
-    target = folder / f"b{index:05d}.json"
-    tmp.replace(target)
-    os.utime(target, (1_700_000_000 + index, 1_700_000_000 + index))
+    publish(folder, index, "".join(f'{{"k": {k}, "v": {index}}}\n' for k in keys))
 
 
 def start_query(spark: Any, root: Path, digests: dict[int, list]) -> Any:

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from spark_provider.file_feed import publish
 from spark_provider.progress import files_processed, load_sources
 
 EXECUTORS = 3
@@ -40,14 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _write_batch(folder: Path, index: int, rows: int, sensors: int) -> None:
     rng = random.Random(index)
-    folder.mkdir(parents=True, exist_ok=True)
     lines = [f'{{"sensor": "s{rng.randrange(sensors):05d}", "temp": {rng.gauss(20, 8):.2f}}}\n'
              for _ in range(rows)]
-    tmp = folder / f".b{index:04d}.json.tmp"
-    tmp.write_text("".join(lines))
-    target = folder / f"b{index:04d}.json"
-    tmp.rename(target)
-    os.utime(target, (1_700_000_000 + index, 1_700_000_000 + index))  # file source order = feeding order
+    publish(folder, index, "".join(lines), digits=4)
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import statestore  # noqa: F401  (before any test module loads grpc: it sets gRPC's fork setting)
+from spark_provider.file_feed import publish
 
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -78,14 +79,8 @@ class StreamRun:
         """Write one file per source for each batch (a source absent from a batch gets an empty file)."""
         for batch in batches:
             for name in self.schemas:
-                folder = self.root / "in" / name
-                folder.mkdir(parents=True, exist_ok=True)
-                tmp = folder / f".b{self.fed:04d}.json.tmp"
-                tmp.write_text("".join(json.dumps(r) + "\n" for r in batch.get(name, [])))
-                target = folder / f"b{self.fed:04d}.json"
-                tmp.rename(target)
-                # the file source orders files by modification time: make it the feeding order
-                os.utime(target, (1_700_000_000 + self.fed, 1_700_000_000 + self.fed))
+                text = "".join(json.dumps(r) + "\n" for r in batch.get(name, []))
+                publish(self.root / "in" / name, self.fed, text, digits=4)
             self.fed += 1
 
     def run(self) -> None:

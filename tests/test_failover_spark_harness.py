@@ -6,7 +6,6 @@ provider reports per batch. Holds no tests of its own."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import time
@@ -17,6 +16,7 @@ from typing import Any
 
 from test_replica_groups_spark_harness import wait_until
 
+from spark_provider.file_feed import publish
 from spark_provider.progress import files_processed
 from spark_provider.settings import PROVIDER_CLASS
 from statestore.checkpoint_location import CheckpointLocation
@@ -71,13 +71,7 @@ class RecordedQuery:
             self._write(name, index, rows(name, index))
 
     def _write(self, name: str, index: int, rows: list[dict]) -> None:
-        folder = self.input_dir(name)
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".b{index:05d}.json.tmp"
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        target = folder / f"b{index:05d}.json"
-        tmp.replace(target)
-        os.utime(target, (1_700_000_000 + index, 1_700_000_000 + index))  # the file source orders by time
+        publish(self.input_dir(name), index, "".join(json.dumps(r) + "\n" for r in rows))
 
     def start(self, provider: str | None = None, available_now: bool = False) -> None:
         """Start (or restart) the query from its checkpoint, on `provider` ("statestore" or a class name) if given."""

@@ -25,6 +25,7 @@ from urllib.parse import quote
 import grpc
 from rocksdict import AccessType, Rdict
 
+from spark_provider.file_feed import publish
 from spark_provider.progress import files_processed
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.options import StoreOptions
@@ -120,18 +121,13 @@ class StreamingAggregation:
 
     def feed(self, files: int = 1) -> None:
         """Write `files` more input files (each becomes one micro-batch)."""
-        self.input_dir.mkdir(parents=True, exist_ok=True)
         for _ in range(files):
             rng = random.Random(self.fed)
             lines = "".join(
                 json.dumps({"k": f"key{rng.randrange(self.keys):06d}", "v": rng.randrange(1000)}) + "\n"
                 for _ in range(self.rows_per_batch)
             )
-            tmp = self.input_dir / f".b{self.fed:05d}.json.tmp"
-            tmp.write_text(lines)
-            target = self.input_dir / f"b{self.fed:05d}.json"
-            tmp.rename(target)
-            os.utime(target, (1_700_000_000 + self.fed, 1_700_000_000 + self.fed))  # file order = feeding order
+            publish(self.input_dir, self.fed, lines)
             self.fed += 1
 
     def rewrite_input(self, index: int) -> None:
@@ -141,9 +137,7 @@ class StreamingAggregation:
             json.dumps({"k": f"key{rng.randrange(self.keys):06d}", "v": 5000 + rng.randrange(1000)}) + "\n"
             for _ in range(self.rows_per_batch)
         )
-        target = self.input_dir / f"b{index:05d}.json"
-        target.write_text(lines)
-        os.utime(target, (1_700_000_000 + index, 1_700_000_000 + index))
+        publish(self.input_dir, index, lines)
 
     def processed(self) -> int:
         """Input files processed so far (committed micro-batches with data)."""
