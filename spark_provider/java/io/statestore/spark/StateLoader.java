@@ -98,15 +98,13 @@ final class StateLoader {
       LocalDirs.deleteRecursively(dir);
     }
     LocalStore restored = restore(dir, version, listing);
-    try {
+    if (wanted != null) { // checkpoint format v2: Spark's commit log names the history it wants
       String mismatch = target.mismatch(restored, "the store restored from the checkpoint location");
-      if (mismatch != null && wanted != null) {
-        throw new IOException("statestore: " + mismatch + " (checkpoint format v2: Spark's commit log names another "
-            + "history of version " + version + " than the checkpoint location " + checkpoint.dir + " holds)");
+      if (mismatch != null) {
+        restored.close();
+        throw new IOException("statestore: " + mismatch + " (Spark's commit log names another history of version "
+            + version + " than the checkpoint location " + checkpoint.dir + " holds)");
       }
-    } catch (IOException | RuntimeException e) {
-      restored.close();
-      throw e;
     }
     long base = listing.snapshots().floor(version) == null ? 0 : listing.snapshots().floor(version);
     return new Loaded(restored, Source.CHECKPOINT, base, version - base, elapsedMs(start), listing.latest(),
