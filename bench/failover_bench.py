@@ -203,6 +203,10 @@ def start_spark(provider: str, root: Path) -> Any:
         .config("spark.executor.memory", "1g")
         .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
     )
+    events = os.environ.get("FAILOVER_BENCH_EVENT_LOG")  # a directory: Spark's event logs, to see where a stall goes
+    if events:
+        Path(events).mkdir(parents=True, exist_ok=True)
+        builder = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", events)
     if provider == "ours":
         builder = spark_provider.enable(builder, replication_factor=1, local_dir=str(root / "local"))
     else:

@@ -42,6 +42,7 @@ class DriverController:
     advertise_host: str
     dead_after: float = 3.0
     forget_after: float = 60.0
+    rereplication_delay: float = 10.0
     address: str = ""
     log_path: str = ""
     watch: Any = None  # spark_provider.steering.ExecutorWatch, once the SparkContext is up
@@ -54,7 +55,11 @@ class DriverController:
 
         self.log_path = self.log_path or _log_to_file()
         self._controller = Controller(
-            f"{self.listen_host}:0", self.replication_factor, self.dead_after, forget_after=self.forget_after
+            f"{self.listen_host}:0",
+            self.replication_factor,
+            self.dead_after,
+            forget_after=self.forget_after,
+            rereplication_delay=self.rereplication_delay,
         )
         port = self._controller.start()
         self.address = f"{self.advertise_host}:{port}"
@@ -106,11 +111,21 @@ class DriverController:
 
 
 def start_driver_controller(
-    replication_factor: int, master: str | None, driver_host: str | None, forget_after: float = 60.0
+    replication_factor: int,
+    master: str | None,
+    driver_host: str | None,
+    forget_after: float = 60.0,
+    rereplication_delay: float = 10.0,
 ) -> DriverController:
     """Start a controller for a Spark application with this master; it stops with the SparkContext."""
     listen_host, advertise_host = controller_hosts(master, driver_host)
-    controller = DriverController(replication_factor, listen_host, advertise_host, forget_after=forget_after)
+    controller = DriverController(
+        replication_factor,
+        listen_host,
+        advertise_host,
+        forget_after=forget_after,
+        rereplication_delay=rereplication_delay,
+    )
     controller.start()
     controller.stop_with_spark_context()
     return controller

@@ -49,6 +49,7 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
             master,
             driver_host,
             float(confs[BY_NAME["forget_after_seconds"].key]),
+            float(confs[BY_NAME["rereplication_delay_seconds"].key]),
         )
         confs[BY_NAME["controller"].key] = controller.address
     if hasattr(builder_or_session, "getOrCreate"):

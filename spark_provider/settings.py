@@ -59,6 +59,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("forget_after_seconds", PREFIX + "forgetAfterSeconds", "60",
             "For the controller `enable()` starts: a partition no node claims any more (its query stopped and "
             "Spark unloaded its stores) is forgotten after this long, and its replicas are deleted."),
+    Setting("rereplication_delay_seconds", PREFIX + "rereplicationDelaySeconds", "10",
+            "For the controller `enable()` starts: after an executor is lost, new replicas for its roles wait this "
+            "long, so that the copies do not slow the batch resuming its partitions and Spark's replacement "
+            "executor can take some of them (the failed-over partitions run with one replica fewer meanwhile)."),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}

@@ -70,6 +70,38 @@ def test_placement_keeps_primaries_and_replaces_only_a_dead_nodes_roles() -> Non
         assert set(kept) <= set(after[p]), (p, before[p], after[p])  # only d's role moved
 
 
+def test_rereplication_waits_after_a_loss_then_places_on_the_node_that_joined_meanwhile() -> None:
+    clock = FakeClock()
+    membership = Membership(dead_after=3.0, clock=clock)
+    primaries = {"p0": "a", "p1": "a", "p2": "b", "p3": "b"}
+    for node in ["a", "b", "c"]:
+        _beat(membership, node, [p for p, n in primaries.items() if n == node])
+    chooser = ReplicaGroups(membership, q=1, rereplication_delay=10.0)
+    before = _groups(chooser, primaries)
+    lost = next(n for replicas in before.values() for n in replicas if n == "c")  # c holds some replica
+    clock.now = 5.0  # c is dead; a and b go on
+    for node in ["a", "b"]:
+        _beat(membership, node, [p for p, n in primaries.items() if n == node])
+    held = _groups(chooser, primaries)
+    for p in primaries:  # the dead node's roles stay empty, nothing else changes
+        assert held[p] == [n for n in before[p] if n != lost], (p, before[p], held[p])
+    assert "re-replication after the loss of c waits 10s" in chooser.current().note
+    assert chooser.replans == 1 and chooser.has_role(_key("p0"), lost) is False
+    clock.now = 8.0  # a replacement joins during the wait: the wait goes on
+    for node in ["a", "b", "d"]:
+        _beat(membership, node, [p for p, n in primaries.items() if n == node])
+    assert _groups(chooser, primaries) == held and chooser.replans == 1
+    clock.now = 15.5  # the wait is over: the re-plan fills the empty roles, on d (the emptiest node)
+    for node in ["a", "b", "d"]:
+        _beat(membership, node, [p for p, n in primaries.items() if n == node])
+    after = _groups(chooser, primaries)
+    assert chooser.replans == 2 and chooser.current().note == ""
+    for p in primaries:
+        assert len(after[p]) == 1 and "c" not in after[p]
+        if not held[p]:
+            assert after[p] == ["d"], (p, after[p])
+
+
 def test_placement_degrades_with_too_few_nodes_and_q_zero() -> None:
     membership = Membership(dead_after=3.0, clock=FakeClock())
     _beat(membership, "a", ["p0", "p1"])

@@ -116,6 +116,7 @@ class Cluster:
     q: int = 1
     dead_after: float = 5.0
     forget_after: float = 60.0
+    rereplication_delay: float = 0.0  # most tests watch replication itself, not its wait after a loss
     controller_address: str = ""
     processes: dict[str, Process] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
@@ -132,6 +133,8 @@ class Cluster:
             str(self.dead_after),
             "--forget-after",
             str(self.forget_after),
+            "--rereplication-delay",
+            str(self.rereplication_delay),
             "--heartbeat-interval",
             str(HEARTBEAT),
         )

@@ -23,14 +23,24 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="a partition no node claims any more is forgotten (and its replicas deleted) after this long",
     )
+    parser.add_argument(
+        "--rereplication-delay",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="after a node is lost, wait this long before placing new replicas for its roles (default 10)",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from statestore.controller.server import Controller, run_controller
+    from statestore.controller.server import REREPLICATION_DELAY_SECONDS, Controller, run_controller
 
     configure_logging(args.log_level)
+    delay = REREPLICATION_DELAY_SECONDS if args.rereplication_delay is None else args.rereplication_delay
     return run_controller(
-        Controller(args.listen, args.replication_factor, args.dead_after, args.heartbeat_interval, args.forget_after)
+        Controller(
+            args.listen, args.replication_factor, args.dead_after, args.heartbeat_interval, args.forget_after, delay
+        )
     )

@@ -97,6 +97,10 @@ class Membership:
             record.executor_id = node.executor_id
             record.executor_host = node.executor_host
 
+    def now(self) -> float:
+        """The controller's clock (monotonic seconds)."""
+        return self._clock()
+
     def lose(self, node_id: str) -> bool:
         """Spark removed the node's executor: the node is dead from now on, without waiting for missed
         heartbeats. Returns whether the node was known."""

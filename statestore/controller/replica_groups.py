@@ -8,6 +8,14 @@ the live nodes (or their racks), the replication factor, or a partition appearin
 Each re-plan passes the plan in force as `current`, so only what must move moves (a dead node's roles),
 and anything else only if it pays for its migration. `ReplicaGroups.choose_replica_group` is the one
 function the controller calls.
+
+Re-replication waits: for `rereplication_delay` seconds after a node is lost, the plan in force stands
+with the dead node's roles left empty (the failed-over partitions run on their promoted replicas, each
+with one copy fewer) and no new replica is placed. Two reasons, both seen on a cluster losing an executor:
+the copies a re-plan starts compete for CPU and disk with the very batch that resumes the failed-over
+partitions, and Spark's replacement executor registers a few seconds after the loss, so a plan made at
+once leaves it empty, every new replica lands on the survivors, which then hold every primary after the
+next failover. HDFS waits the same way before re-replicating a lost datanode's blocks.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from placement import CostBreakdown, InfeasiblePlacement, PartitionDemand, Placement, PlacementPlan, plan_replica_groups
 from statestore.controller.membership import Membership, PartitionRecord
@@ -36,6 +44,7 @@ class PlanInForce:
     lower_bound: float
     replicas: int  # replicas per partition actually placed (fewer than q with too few live nodes)
     note: str
+    lost: frozenset[str] = frozenset()  # nodes whose roles stay empty while re-replication waits
 
 
 _EMPTY = PlanInForce((), None, CostBreakdown(0.0, 0.0, 0.0), 0.0, 0, "")
@@ -44,11 +53,14 @@ _EMPTY = PlanInForce((), None, CostBreakdown(0.0, 0.0, 0.0), 0.0, 0, "")
 class ReplicaGroups:
     """Replica groups of every reported partition, re-planned when membership or partitions change."""
 
-    def __init__(self, membership: Membership, q: int) -> None:
+    def __init__(self, membership: Membership, q: int, rereplication_delay: float = 0.0) -> None:
         self._membership = membership
         self._q = max(q, 0)
+        self._delay = max(rereplication_delay, 0.0)
         self._lock = threading.Lock()
         self._plan = _EMPTY
+        self._held: PlanInForce | None = None  # the plan in force less its dead nodes, while re-replication waits
+        self._loss_seen_at: float | None = None
         self.replans = 0
 
     def choose_replica_group(self, partition: str, primary: str) -> list[str]:
@@ -59,7 +71,7 @@ class ReplicaGroups:
         if plan.placement is None or task not in plan.placement:
             return []
         group = plan.placement[task]
-        return [node for node in group.nodes if node != primary][: plan.replicas]
+        return [node for node in group.nodes if node != primary and node not in plan.lost][: plan.replicas]
 
     def has_role(self, partition: str, node: str) -> bool | None:
         """Whether the plan in force gives `node` a role (primary or replica) in `partition`'s group; None
@@ -68,7 +80,7 @@ class ReplicaGroups:
         task = task_partition_key_of(partition)
         if plan.placement is None or task not in plan.placement:
             return None
-        return node in plan.placement[task].nodes
+        return node in plan.placement[task].nodes and node not in plan.lost
 
     def current(self) -> PlanInForce:
         """The plan for the membership as it is now, re-planned first if its inputs changed."""
@@ -83,9 +95,41 @@ class ReplicaGroups:
             tuple(sorted((t, pins.get(t, "")) for t in set(tasks.values()))),
         )
         with self._lock:
-            if key != self._plan.key:
-                self._plan = self._replan(key, live, partitions, tasks, pins)
+            if key == self._plan.key:
+                self._loss_seen_at = None
+                return self._plan
+            lost = self._lost_since_plan(live_ids)
+            if lost and self._waits_for_rereplication():
+                return self._without(lost, key)
+            self._loss_seen_at = None
+            self._held = None
+            self._plan = self._replan(key, live, partitions, tasks, pins)
             return self._plan
+
+    def _lost_since_plan(self, live_ids: set[str]) -> set[str]:
+        """Nodes the plan in force places roles on that are no longer live."""
+        placement = self._plan.placement
+        if placement is None:
+            return set()
+        return {node for group in placement.values() for node in group.nodes} - live_ids
+
+    def _waits_for_rereplication(self) -> bool:
+        """Whether a loss is recent enough that re-replication still waits (see the module docstring)."""
+        if self._delay <= 0:
+            return False
+        now = self._membership.now()
+        if self._loss_seen_at is None:
+            self._loss_seen_at = now
+            log_event(_log, "rereplication_waits", seconds=self._delay)
+        return now - self._loss_seen_at < self._delay
+
+    def _without(self, lost: set[str], key: tuple) -> PlanInForce:
+        """The plan in force with the `lost` nodes' roles left empty (cached per membership key)."""
+        if self._held is not None and self._held.key == key:
+            return self._held
+        note = f"re-replication after the loss of {', '.join(sorted(lost))} waits {self._delay:g}s"
+        self._held = replace(self._plan, key=key, note=note, lost=frozenset(lost))
+        return self._held
 
     def _replan(
         self, key: tuple, live: list, partitions: list, tasks: dict[str, str], pins: dict[str, str]

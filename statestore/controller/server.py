@@ -20,6 +20,10 @@ from statestore.rpc import control_pb2_grpc
 
 _log = logging.getLogger("statestore.controller")
 
+# Long enough for Spark's replacement executor to register and for the batch that resumes the failed-over
+# partitions to finish (statestore.controller.replica_groups explains why re-replication waits).
+REREPLICATION_DELAY_SECONDS = 10.0
+
 
 class Controller:
     """The Control gRPC server with its membership."""
@@ -31,11 +35,12 @@ class Controller:
         dead_after: float = 3.0,
         heartbeat_interval: float = 0.5,
         forget_after: float = 60.0,
+        rereplication_delay: float = REREPLICATION_DELAY_SECONDS,
     ) -> None:
         self.listen = listen
         self.replication_factor = replication_factor
         self.membership = Membership(dead_after, forget_after=forget_after)
-        self._service = ControlService(self.membership, replication_factor, heartbeat_interval)
+        self._service = ControlService(self.membership, replication_factor, heartbeat_interval, rereplication_delay)
         self._server: grpc.Server | None = None
         self.port = 0
 

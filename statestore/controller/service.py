@@ -20,10 +20,16 @@ _log = logging.getLogger("statestore.controller")
 class ControlService(control_pb2_grpc.ControlServicer):
     """Membership and status for nodes and the `statestore status` command."""
 
-    def __init__(self, membership: Membership, replication_factor: int, heartbeat_interval: float) -> None:
+    def __init__(
+        self,
+        membership: Membership,
+        replication_factor: int,
+        heartbeat_interval: float,
+        rereplication_delay: float = 0.0,
+    ) -> None:
         self._membership = membership
         self._q = replication_factor
-        self.replica_groups = ReplicaGroups(membership, replication_factor)
+        self.replica_groups = ReplicaGroups(membership, replication_factor, rereplication_delay)
         self.failover = Failover(membership)
         self._heartbeat_interval = heartbeat_interval
 
