@@ -161,6 +161,49 @@ def reference_outputs(query: RecordedQuery, root: Path) -> list[tuple[int, list[
     return reference.results()
 
 
+def inner_join_outputs(query: RecordedQuery) -> list[tuple[int, list[tuple]]]:
+    """`inner_join`'s output per batch, recomputed from the files each of its two sources read in each batch
+    (the checkpoint's offset log and the sources' file logs).
+
+    A self-join of one streaming DataFrame has two file sources (0 is the left side, 1 the right), and each
+    lists the directory on its own: a file published between the two listings goes to the left side in one
+    batch and to the right in the next. A reference query run later on the same files would split them
+    otherwise, so the join is checked against this exact recomputation of the batches the query did run."""
+    checkpoint = query.checkpoint
+    done = [0, 0]  # per source: file-log entries consumed so far
+
+    def read(source: int, upto: int) -> list[dict]:
+        rows = []
+        for entry in range(done[source], upto):
+            for line in (checkpoint / "sources" / str(source) / str(entry)).read_text().splitlines()[1:]:
+                path = Path(json.loads(line)["path"].removeprefix("file://"))
+                rows.extend(json.loads(row) for row in path.read_text().splitlines() if row.strip())
+        done[source] = upto
+        return rows
+
+    left: dict[str, list[int]] = {}
+    right: dict[str, list[int]] = {}
+    outputs = []
+    batches = sorted(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
+    for batch in batches:
+        lines = (checkpoint / "offsets" / str(batch)).read_text().splitlines()[2:]  # after version and metadata
+        offsets = [json.loads(line)["logOffset"] for line in lines]
+        new_left = [r for r in read(0, offsets[0] + 1) if r["side"] == "L"]
+        new_right = [r for r in read(1, offsets[1] + 1) if r["side"] == "R"]
+        rows = []
+        for r in new_left:  # new left rows with every right row seen so far, this batch's included
+            matches = right.get(r["k"], []) + [n["v"] for n in new_right if n["k"] == r["k"]]
+            rows.extend((r["k"], r["v"], rv) for rv in matches)
+        for r in new_right:  # new right rows with the earlier left rows (pairs of two new rows are counted above)
+            rows.extend((r["k"], lv, r["v"]) for lv in left.get(r["k"], []))
+        for r in new_left:
+            left.setdefault(r["k"], []).append(r["v"])
+        for r in new_right:
+            right.setdefault(r["k"], []).append(r["v"])
+        outputs.append((batch, sorted(rows, key=repr)))
+    return [(batch, rows) for batch, rows in outputs if rows]
+
+
 def assert_same_batches(ours: list[tuple[int, list[tuple]]], theirs: list[tuple[int, list[tuple]]]) -> None:
     """Every batch's output equals the reference's, batch by batch (the first difference is named)."""
     assert theirs, "the reference produced no output: the input exercises nothing"
