@@ -3,6 +3,7 @@ replica replaced in its group, with real node processes."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -211,6 +212,44 @@ def test_dead_replica_is_replaced_and_the_new_one_catches_up(tmp_path: Path) -> 
         raise
     finally:
         primary.close()
+        cluster.close()
+
+
+def test_a_replica_whose_increments_were_dropped_catches_up_on_an_idle_stream(tmp_path: Path) -> None:
+    """Backpressure drops a stalled replica's backlog; when no commit follows, the primary's node sends the
+    newest dropped increment again once the link is idle, and the replica pulls the rest."""
+    cluster = Cluster(tmp_path, q=1, dead_after=30.0)
+    try:
+        cluster.start_controller()
+        cluster.start_node("node-a", "--max-in-flight-mb", "0.001", "--backpressure-timeout", "0.2")
+        cluster.start_node("node-b")
+        cluster.wait_groups(2)
+    except BaseException:
+        print(cluster.logs())
+        cluster.close()
+        raise
+    quiet = Primary(tmp_path, STORE, cluster.addresses["node-a"])
+    busy = Primary(tmp_path, "0/1/default", cluster.addresses["node-a"])
+    try:
+        quiet.commit_and_ship(2, sync=True)
+        busy.commit_and_ship(2, sync=True)
+        send_stop(cluster.processes["node-b"])  # acks nothing: the backlog outgrows 1 KB and is dropped
+        for _ in range(3):  # versions 3 to 5, too big to all fit the stream's window; then it commits nothing
+            quiet.store.put(b"big", os.urandom(4 << 20))
+            quiet.location.commit(quiet.store)
+            quiet.ship(quiet.location.increment_path(quiet.store.version).read_bytes())
+        busy.commit_and_ship(1)  # its ship drops the link's whole backlog: the quiet partition's newest too
+        wait_until(lambda: "backpressure_drop" in (tmp_path / "node-a.log").read_text(), what="a dropped backlog")
+        send_cont(cluster.processes["node-b"])
+        wait_until(lambda: _replica_row(cluster, "node-b") == (5, 0, 0), 30, "the quiet replica at version 5")
+        assert replica_digest(cluster.data_dir("node-b"), STORE) == (5, quiet.digest())
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        send_cont(cluster.processes["node-b"])
+        quiet.close()
+        busy.close()
         cluster.close()
 
 

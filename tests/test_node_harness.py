@@ -140,7 +140,7 @@ class Cluster:
         )
         self._start(Process("controller", argv, self.root / "controller.log"), self.controller_address)
 
-    def start_node(self, name: str) -> str:
+    def start_node(self, name: str, *extra: str) -> str:
         address = self.addresses.get(name) or f"127.0.0.1:{free_port()}"
         self.addresses[name] = address
         argv = statestore_command(
@@ -159,6 +159,7 @@ class Cluster:
             "0.2",
             "--log-level",
             "DEBUG",
+            *extra,
         )
         self._start(Process(name, argv, self.root / f"{name}.log"), address)
         return address

@@ -81,6 +81,9 @@ class ReplicaLink:
         self._retry: list[tuple[float, int, _Shipment]] = []  # (due, attempt, shipment)
         self._attempts: dict[tuple[str, int], int] = {}  # failed attempts of the shipments re-sent
         self._acked: dict[str, int] = {}  # partition key -> version acked
+        # Per partition, the newest increment a backpressure drop forgot: sent again once the link is idle, as a
+        # replica learns of a gap only from a later increment and an idle partition sends none.
+        self._nudges: dict[str, _Shipment] = {}
         self._in_flight_bytes = 0
         self._rewrites: dict[str, int] = {}  # partition key -> version rewritten, until a replica handled it
         self._sent: deque[_Sent] = deque()
@@ -102,6 +105,7 @@ class ReplicaLink:
     def enqueue(self, shipment: _Shipment) -> None:
         """Queue an increment for this replica."""
         self._pending.append(shipment)
+        self._nudges.pop(shipment.key, None)  # this one shows the replica any gap before it
         self._in_flight_bytes += len(shipment.data)
         self._cond.notify_all()
 
@@ -109,6 +113,7 @@ class ReplicaLink:
         """Forget everything about partition `key` (this node stopped being its primary): its backlog, its
         acked version and rewrite flag, and the acks still due for it."""
         self.drop_backlog(key)
+        self._nudges.pop(key, None)
         self._acked.pop(key, None)
         self._rewrites.pop(key, None)
         for sent in self._sent:
@@ -116,8 +121,18 @@ class ReplicaLink:
                 sent.stale = True
         self._cond.notify_all()
 
-    def drop_backlog(self, key: str | None = None) -> int:
-        """Forget queued and unacked increments (of partition `key`, or all); returns how many."""
+    def drop_backlog(self, key: str | None = None, nudge: bool = False) -> int:
+        """Forget queued and unacked increments (of partition `key`, or all); returns how many.
+
+        `nudge`: send each partition's newest forgotten increment again once the link is idle, so that its
+        replica pulls what it lacks even if the partition commits nothing more."""
+        if nudge:
+            for shipment in [*self._unacked.values(), *self._pending, *(r[2] for r in self._retry)]:
+                if key is not None and shipment.key != key:
+                    continue
+                known = self._nudges.get(shipment.key)
+                if known is None or shipment.version > known.version:
+                    self._nudges[shipment.key] = shipment
         keep = [s for s in self._pending if key is not None and s.key != key]
         dropped = len(self._pending) - len(keep)
         self._pending = deque(keep)
@@ -132,6 +147,8 @@ class ReplicaLink:
         """History of partition `key` was rewritten from `version` on: forget the abandoned shipments and
         flag the partition's next shipments until the replica handled one."""
         self._pending = deque(s for s in self._pending if s.key != key or s.version < version)
+        if key in self._nudges and self._nudges[key].version >= version:
+            del self._nudges[key]
         self._retry = [r for r in self._retry if r[2].key != key or r[2].version < version]
         for entry in [k for k in self._unacked if k[0] == key and k[1] >= version]:
             del self._unacked[entry]
@@ -170,6 +187,9 @@ class ReplicaLink:
             with self._cond:
                 self._requeue_due_retries()
                 while not self._pending and generation == self._generation:
+                    if self._nudges and not self._unacked:
+                        self._send_nudges()
+                        break
                     self._cond.wait(0.5)
                     self._requeue_due_retries()
                 if generation != self._generation:
@@ -188,6 +208,13 @@ class ReplicaLink:
                 ),
                 primary_address=self._settings.address,
             )
+
+    def _send_nudges(self) -> None:
+        """Queue the increments a backpressure drop forgot the newest of (lock held; the link is idle)."""
+        for shipment in sorted(self._nudges.values(), key=lambda s: s.version):
+            self._pending.append(shipment)
+            self._in_flight_bytes += len(shipment.data)
+        self._nudges.clear()
 
     def _requeue_due_retries(self) -> None:
         """Move the failed shipments that are due back to the front of the queue (lock held)."""
@@ -485,7 +512,7 @@ class Shipper:
         while link.in_flight_bytes() and link.in_flight_bytes() + size > self._settings.max_in_flight_bytes:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                dropped = link.drop_backlog()
+                dropped = link.drop_backlog(nudge=True)
                 log_event(
                     _log,
                     "backpressure_drop",
@@ -493,7 +520,7 @@ class Shipper:
                     replica=link.node_id,
                     store=store_id,
                     dropped_increments=dropped,
-                    note="the replica will pull what it lacks",
+                    note="the replica pulls what it lacks; each partition's newest is sent again when the link idles",
                 )
                 return
             self._cond.wait(remaining)
