@@ -14,9 +14,9 @@ application of its own on local-cluster[3,1,1024] with four state partitions:
 4. **kill** -9 of the executor running the most partitions (the StateStoreCoordinator's locations), between
    batches, and at once the next update batch, as a stream with input waiting would;
 5. **stall**: that batch's duration minus the steady median; **restore time per lost partition**: ours from
-   the controller's report of each lost partition's load (`statestore status`), Spark's from its
-   `rocksdbLoadLatencyMs` metric of that batch minus the steady batches' median, per lost partition; where
-   our lost partitions' state came from;
+   the controller's report of each lost partition's load (`statestore status`), Spark's from the
+   `Loading`/`Loaded` lines of its RocksDB store in the executors' logs (millisecond timestamps); where our
+   lost partitions' state came from;
 6. two more batches; steps 3 to 6 again once three executors run again (Spark starts one in place of the
    killed one), three kills in all (`--kills`), and the medians over the kills reported (this 2-core machine
    is noisy, and the replacement executor's start-up competes with the post-kill batch for CPU); every
@@ -25,6 +25,9 @@ application of its own on local-cluster[3,1,1024] with four state partitions:
 Prints a table with ratios, writes the JSON (`{"sizes": {"<state bytes>": {"ours_restore_ms",
 "spark_restore_ms", "ours_stall_ms", "spark_stall_ms", "ours_source", "results_match", ...}}, ...}`) and a
 PNG beside it (restore time and stall against state size, both providers).
+
+With `FAILOVER_BENCH_EVENT_LOG=DIR` set, each application writes Spark's event log there: per task its
+executor, locality and launch and finish times, which is how the stall's parts were found (README).
 """
 
 from __future__ import annotations
