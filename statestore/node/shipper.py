@@ -396,12 +396,7 @@ class Shipper:
                 return ShipOutcome(
                     version, {}, False, f"not the primary of {store.store_id} since version {demoted_at}"
                 )
-            self._demoted.pop(key, None)
-            partition = self._partitions.get(key)
-            became_primary = partition is None
-            if partition is None:
-                partition = self._partitions[key] = _PrimaryPartition(common_pb2.StoreRef())
-                partition.store.CopyFrom(store)
+            partition, became_primary = self._claim(key, store)
             reason = self._rewrite_reason(key, version, partition.version, data, rewrites_history)
             if reason:
                 dropped = self._log.drop_after(key, version - 1)
@@ -463,12 +458,7 @@ class Shipper:
         """
         key = partition_key(store)
         with self._cond:
-            self._demoted.pop(key, None)
-            partition = self._partitions.get(key)
-            became_primary = partition is None
-            if partition is None:
-                partition = self._partitions[key] = _PrimaryPartition(common_pb2.StoreRef())
-                partition.store.CopyFrom(store)
+            partition, became_primary = self._claim(key, store)
             # Loaded older than it last shipped (Spark re-runs a batch): the next commit is flagged a rewrite.
             partition.version = version
             partition.committed_at = time.monotonic()
@@ -489,6 +479,16 @@ class Shipper:
             self._on_primary(partition.store)
         self._ask_replica_groups()  # the controller re-plans the group around this node now
         return became_primary
+
+    def _claim(self, key: str, store: common_pb2.StoreRef) -> tuple[_PrimaryPartition, bool]:
+        """This node is primary of partition `key` from now on (lock held): its record, and whether it is new."""
+        self._demoted.pop(key, None)
+        partition = self._partitions.get(key)
+        if partition is not None:
+            return partition, False
+        partition = self._partitions[key] = _PrimaryPartition(common_pb2.StoreRef())
+        partition.store.CopyFrom(store)
+        return partition, True
 
     def _rewrite_reason(self, key: str, version: int, last: int, data: bytes, flagged: bool) -> str:
         """Why shipping `version` rewrites the partition's history ("" if it does not)."""
