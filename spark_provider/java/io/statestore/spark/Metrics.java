@@ -30,6 +30,12 @@ final class Metrics {
       new StateStoreCustomTimingMetric("statestoreLoadTimeMs", "statestore: time to load or restore the store");
   static final StateStoreCustomMetric LOAD_VERSIONS_APPLIED = new StateStoreCustomSumMetric(
       "statestoreLoadVersionsApplied", "statestore: increments applied by loads to reach the version asked for");
+  static final StateStoreCustomMetric LOAD_OVERLAY_WRITES = new StateStoreCustomSumMetric(
+      "statestoreLoadOverlayWrites", "statestore: writes batches made into an overlay before the last increment of "
+      + "their load was applied (partial merge)");
+  static final StateStoreCustomMetric LOAD_INCREMENT_PENDING_TIME = new StateStoreCustomTimingMetric(
+      "statestoreLoadIncrementPendingMs", "statestore: time a load's last increment was still being applied after "
+      + "the batch started (partial merge)");
   /** Per source, how many partitions' last load took their state from it (local, replica, peer, checkpoint). */
   static final java.util.Map<StateLoader.Source, StateStoreCustomMetric> LOAD_SOURCE = loadSources();
 
@@ -51,7 +57,8 @@ final class Metrics {
   private static List<StateStoreCustomMetric> all() {
     java.util.List<StateStoreCustomMetric> l = new java.util.ArrayList<>(List.of(INCREMENT_BYTES, INCREMENT_RECORDS,
         COMMIT_TIME, COMMIT_PREPARE_TIME, COMMIT_ENCODE_TIME, COMMIT_WRITE_TIME, SNAPSHOT_FLUSH_TIME,
-        SNAPSHOT_CHECKPOINT_TIME, SNAPSHOT_UPLOAD_TIME, LOAD_TIME, LOAD_VERSIONS_APPLIED));
+        SNAPSHOT_CHECKPOINT_TIME, SNAPSHOT_UPLOAD_TIME, LOAD_TIME, LOAD_VERSIONS_APPLIED, LOAD_OVERLAY_WRITES,
+        LOAD_INCREMENT_PENDING_TIME));
     l.addAll(LOAD_SOURCE.values());
     l.add(SST_BYTES);
     return List.copyOf(l);

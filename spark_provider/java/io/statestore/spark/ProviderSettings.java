@@ -26,6 +26,13 @@ final class ProviderSettings {
   /** Whether a node without a replica may fetch the partition from a peer: auto (only for a checkpoint location
    * that is not a local file system), always, never. */
   final String peerFetch;
+  /**
+   * Whether a load from the state node's copy that lacks only the last increment (hand-over: the previous
+   * primary's last increment still in flight) hands the task the copy at once, with an overlay taking the batch's
+   * writes while that increment is read and applied in the background (DESIGN.md section 4, partial-state merge;
+   * {@link PartialMerge}). Off: the load applies it first.
+   */
+  final boolean partialMerge;
   /** Tests only: the file that arms a fault point ({@link Faults}); null: no fault point is ever checked. */
   final String faultsFile;
 
@@ -47,6 +54,7 @@ final class ProviderSettings {
     materializeTimeoutMs = Long.parseLong(get(confs, "materializeTimeoutMs", "10000"));
     peerFetch = get(confs, "peerFetch", "auto").toLowerCase(java.util.Locale.ROOT);
     faultsFile = emptyToNull(get(confs, "faultsFile", ""));
+    partialMerge = Boolean.parseBoolean(get(confs, "partialMerge", "true"));
     if (!java.util.Set.of("auto", "always", "never").contains(peerFetch)) {
       throw new IllegalArgumentException("statestore: " + PREFIX + "peerFetch is '" + peerFetch
           + "'; expected auto, always or never");

@@ -21,6 +21,12 @@ import org.slf4j.LoggerFactory;
  * </ol>
  * A source in doubt is never used: the next one is tried, and the log says why. The node never makes a load
  * fail; only the checkpoint location's own errors do.
+ *
+ * <p>Partial-state merge (DESIGN.md section 4; setting {@code partialMerge}): when the node's copy lacks only the
+ * last increment {@code v} (a hand-over: the previous primary's last increment is still on its way), the copy is
+ * handed out at {@code v-1} at once, with a {@link PendingIncrement} reading and applying {@code v} in the
+ * background while the batch writes into an overlay ({@link PartialMerge}). Its lineage is checked once applied;
+ * a failure there fails the task, and the retried load of that version applies the increment first.
  */
 final class StateLoader {
   private static final Logger LOG = LoggerFactory.getLogger(StateLoader.class);
@@ -48,17 +54,24 @@ final class StateLoader {
 
   /** A load's outcome: the store at the version asked for, where it came from, from which version it was
    * caught up, how many increments that took, how long the whole load took, and why earlier sources were
-   * passed over (empty when the first one served). */
+   * passed over (empty when the first one served). With partial merge, {@code pending} is the last increment,
+   * still being applied in the background (the store is at the version before it), else null. */
   record Loaded(LocalStore store, Source source, long fromVersion, long versionsApplied, long millis,
-      long latestInCheckpoint, String passedOver) {}
+      long latestInCheckpoint, String passedOver, PendingIncrement pending) {}
 
   private final String storeId;
+  private final int partitionId;
   private final CheckpointDir checkpoint;
   private final ProviderSettings settings;
   private final LocalChannel channel;
+  /** The last partial-state merge this loader started: if it failed, the next load of its version does not try
+   * one again. */
+  private PendingIncrement lastPartial;
 
-  StateLoader(String storeId, CheckpointDir checkpoint, ProviderSettings settings, LocalChannel channel) {
+  StateLoader(String storeId, int partitionId, CheckpointDir checkpoint, ProviderSettings settings,
+      LocalChannel channel) {
     this.storeId = storeId;
+    this.partitionId = partitionId;
     this.checkpoint = checkpoint;
     this.settings = settings;
     this.channel = channel;
@@ -81,7 +94,7 @@ final class StateLoader {
       long held = current.version();
       String why = trusted ? catchUpOwn(current, version, target, listing) : "an aborted batch left it in doubt";
       if (why == null) {
-        return new Loaded(current, Source.LOCAL, held, version - held, elapsedMs(start), listing.latest(), "");
+        return new Loaded(current, Source.LOCAL, held, version - held, elapsedMs(start), listing.latest(), "", null);
       }
       passed.append("own directory: ").append(why);
     }
@@ -92,7 +105,7 @@ final class StateLoader {
       NodeCopy copy = fromNode(dir, version, target, listing);
       if (copy.store != null) {
         return new Loaded(copy.store, copy.source, copy.from, version - copy.from, elapsedMs(start), listing.latest(),
-            note(passed, copy.why));
+            note(passed, copy.why), copy.pending);
       }
       note(passed, copy.why);
       LocalDirs.deleteRecursively(dir);
@@ -108,7 +121,7 @@ final class StateLoader {
     }
     long base = listing.snapshots().floor(version) == null ? 0 : listing.snapshots().floor(version);
     return new Loaded(restored, Source.CHECKPOINT, base, version - base, elapsedMs(start), listing.latest(),
-        passed.toString());
+        passed.toString(), null);
   }
 
   /**
@@ -136,8 +149,9 @@ final class StateLoader {
     }
   }
 
-  /** What the node offered: a store on the right history at the version asked for, or why there is none. */
-  private record NodeCopy(LocalStore store, Source source, long from, String why) {}
+  /** What the node offered: a store on the right history at the version asked for (or at the version before,
+   * with its last increment {@code pending}), or why there is none. */
+  private record NodeCopy(LocalStore store, Source source, long from, String why, PendingIncrement pending) {}
 
   private NodeCopy fromNode(File dir, long version, Target target, CheckpointDir.Listing listing) {
     // A directory of its own for the node to write into: if this load gives up waiting, a late answer lands
@@ -149,11 +163,11 @@ final class StateLoader {
           settings.materializeTimeoutMs);
     } catch (IOException e) {
       LocalDirs.deleteRecursively(staging);
-      return new NodeCopy(null, null, 0, "state node: " + e.getMessage());
+      return new NodeCopy(null, null, 0, "state node: " + e.getMessage(), null);
     }
     if (!answer.done()) {
       LocalDirs.deleteRecursively(staging);
-      return new NodeCopy(null, null, 0, "state node: " + answer.message());
+      return new NodeCopy(null, null, 0, "state node: " + answer.message(), null);
     }
     Source source = Source.ofCode(answer.source());
     String label = source.label() + " at version " + answer.version();
@@ -168,17 +182,49 @@ final class StateLoader {
       if (store.lineage() == null) throw new IOException("its lineage is not known");
       String mismatch = lineageAgainstCheckpoint(store, version, target, listing);
       if (mismatch != null) throw new IOException(mismatch);
+      if (partialMergeFits(store, version, listing)) {
+        PendingIncrement pending = new PendingIncrement(store, version, checkpoint.incrementPath(version).toString(),
+            () -> lastIncrement(version),
+            () -> Faults.at(settings.faultsFile, "last-increment-apply", partitionId, storeId),
+            s -> target.mismatch(s, label + " caught up to " + version));
+        lastPartial = pending;
+        pending.start();
+        return new NodeCopy(store, source, answer.version(), null, pending);
+      }
       for (long v = store.version() + 1; v <= version; v++) {
-        store.apply(checkpoint.readIncrement(v), checkpoint.incrementPath(v).toString());
+        Increment inc = v == version ? lastIncrement(v) : checkpoint.readIncrement(v);
+        store.apply(inc, checkpoint.incrementPath(v).toString());
       }
       mismatch = target.mismatch(store, label + " caught up to " + version);
       if (mismatch != null) throw new IOException(mismatch);
-      return new NodeCopy(store, source, answer.version(), null);
+      return new NodeCopy(store, source, answer.version(), null, null);
     } catch (IOException | RocksDBException | RuntimeException e) {
       if (store != null) store.close();
       LocalDirs.deleteRecursively(staging);
-      return new NodeCopy(null, null, 0, label + " not used: " + e.getMessage());
+      return new NodeCopy(null, null, 0, label + " not used: " + e.getMessage(), null);
     }
+  }
+
+  /** Whether the copy (on the right history at its version) lacks only increment {@code version}, which the
+   * checkpoint location holds, and the setting allows the batch to start before it is applied. Not after a
+   * partial-state merge of the same version failed: the retried load applies the increment first, and so falls
+   * back to the next source if the copy is in doubt. */
+  private boolean partialMergeFits(LocalStore store, long version, CheckpointDir.Listing listing) {
+    if (!settings.partialMerge || store.version() != version - 1 || !listing.increments().contains(version)) {
+      return false;
+    }
+    PendingIncrement last = lastPartial;
+    if (last != null && last.version == version && last.failedAlready()) {
+      LOG.info("statestore: {} version {}: no partial merge this time, the last one failed", storeId, version);
+      return false;
+    }
+    return true;
+  }
+
+  /** Reads the last increment a copy of the node lacks (fault point {@code last-increment}: tests delay it). */
+  private Increment lastIncrement(long version) throws IOException {
+    Faults.at(settings.faultsFile, "last-increment", partitionId, storeId);
+    return checkpoint.readIncrement(version);
   }
 
   /** Null when the store's lineage at its version is the checkpoint location's, else why not. */

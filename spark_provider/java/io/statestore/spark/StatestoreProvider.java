@@ -135,7 +135,7 @@ public final class StatestoreProvider implements StateStoreProvider {
       this.localDir = new File(jvmDir, id.operatorId() + "_" + id.partitionId() + "_" + id.storeName() + "_"
           + java.util.UUID.randomUUID());
       this.channel = LocalChannel.of(settings);
-      this.loader = new StateLoader(storeIdString, checkpoint, settings, channel);
+      this.loader = new StateLoader(storeIdString, id.partitionId(), checkpoint, settings, channel);
     } catch (IOException e) {
       throw new IllegalStateException("statestore: cannot initialise " + storeIdString + ": " + e.getMessage(), e);
     }
@@ -183,7 +183,12 @@ public final class StatestoreProvider implements StateStoreProvider {
     }
     // Spark's coordinator asks for a snapshot at this commit when the store's snapshot uploads lag.
     snapshotAtCommit = forceSnapshotOnCommit;
-    if (current != null) current.closeScans();
+    if (current != null) {
+      current.closeScans();
+      // A store handed out with its last increment pending (a read store, then this write store in one task):
+      // the load below needs the store whole.
+      if (!current.settlePartial()) localDirty = true;
+    }
     byte[] wanted = CheckpointIds.lineageOf(uniqueId, storeIdString, version);
     StateLoader.Loaded loaded;
     try {
@@ -214,17 +219,19 @@ public final class StatestoreProvider implements StateStoreProvider {
       }
     }
     // Every store is writable: Spark wraps it for reading (getReadStore) and asks again to write.
-    current = new StatestoreStore(this, local, version);
+    PendingIncrement pending = loaded.pending();
+    current = new StatestoreStore(this, local, version, pending == null ? null : new PartialMerge(pending, local));
     Faults.at(settings.faultsFile, "load", storeId.partitionId(), storeIdString);
     writerOpen = true;
-    local.beginBatch();
+    if (pending == null) local.beginBatch(); // else once the increment is applied (PartialMerge)
     if (channel != null) {
       LAST_OWNER.put(partitionKey(), this);
       // Spark runs the partition's task here now: the node becomes its primary (no news when it already is,
-      // unless the node may have restarted since: it then forgot).
+      // unless the node may have restarted since: it then forgot). With the last increment pending, the lineage
+      // of the version is not known yet.
       if (lastLoad.source() != StateLoader.Source.LOCAL || promotedOn != channel.connections()) {
-        channel.promoted(storeIdString, checkpoint.dir.toString(), version, local.lineage(), notableLoad,
-            notableLoadVersion, sparkPlace(), sidecarSpec);
+        channel.promoted(storeIdString, checkpoint.dir.toString(), version, pending == null ? local.lineage() : null,
+            notableLoad, notableLoadVersion, sparkPlace(), sidecarSpec);
         promotedOn = channel.connections();
       }
     }
@@ -245,8 +252,11 @@ public final class StatestoreProvider implements StateStoreProvider {
       LOG.debug("statestore: loaded {} version {} from its local directory", storeIdString, version);
       return;
     }
-    LOG.info("statestore: loaded {} version {} from {} (at version {}, {} increments applied) in {} ms{}",
-        storeIdString, version, l.source().label(), l.fromVersion(), l.versionsApplied(), l.millis(), passed);
+    String partial = l.pending() == null ? "" : " (partial: the last increment is applied in the background, the "
+        + "batch's writes go to an overlay meanwhile)";
+    LOG.info("statestore: loaded {} version {} from {} (at version {}, {} increments applied) in {} ms{}{}",
+        storeIdString, version, l.source().label(), l.fromVersion(), l.versionsApplied(), l.millis(), partial,
+        passed);
   }
 
   /**
@@ -400,6 +410,11 @@ public final class StatestoreProvider implements StateStoreProvider {
     }
   }
 
+  /** A partial-state merge of {@code store} failed: its directory is not trusted any more. */
+  synchronized void distrust(LocalStore store) {
+    if (store == local) localDirty = true;
+  }
+
   synchronized void abort(LocalStore store) {
     abortedSinceLoad = true;
     try {
@@ -433,7 +448,10 @@ public final class StatestoreProvider implements StateStoreProvider {
   }
 
   private void closeLocal() {
-    if (current != null) current.closeScans();
+    if (current != null) {
+      current.closeScans();
+      current.awaitPartial(); // the background thread must be done with the store before it closes
+    }
     if (local != null) {
       localLife.writeLock().lock();
       try {

@@ -17,30 +17,74 @@ import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
 import org.apache.spark.sql.types.StructType;
 import org.rocksdb.RocksDBException;
 
-/** One version of a store partition handed to a task: reads, writes, then commit, abort or release. */
+/**
+ * One version of a store partition handed to a task: reads, writes, then commit, abort or release. Handed out
+ * with its last increment still pending ({@link PartialMerge}, DESIGN.md section 4), it routes reads and writes
+ * through the partial merge until the increment is applied, and waits for it where the whole store is needed
+ * (scans, counts, column families, metrics, commit).
+ */
 public final class StatestoreStore implements StateStore {
   private enum State { UPDATING, COMMITTED, ABORTED, RELEASED }
 
   private final StatestoreProvider provider;
   private final LocalStore local;
   private final long baseVersion;
+  /** Non-null when the store was handed out before its last increment was applied. */
+  private final PartialMerge partial;
   private final List<ScanIterator> openScans = new ArrayList<>();
   private volatile State state = State.UPDATING;
   private long committedVersion = -1;
-  /** Lineages of the version loaded and of the one committed (formats.md 3.4): Spark's checkpoint ids (v2). */
-  private final byte[] baseLineage;
+  /** Lineages of the version loaded (with a partial merge: known once its increment is applied) and of the one
+   * committed (formats.md 3.4): Spark's checkpoint ids (v2). */
+  private byte[] baseLineage;
   private byte[] committedLineage;
   // The key of the last get() and whether it existed: put() right after get() skips a lookup for the count.
   private String lastCf;
   private byte[] lastKey;
   private boolean lastExisted;
 
-  StatestoreStore(StatestoreProvider provider, LocalStore local, long baseVersion) {
+  StatestoreStore(StatestoreProvider provider, LocalStore local, long baseVersion, PartialMerge partial) {
     StateStore.$init$(this);
     this.provider = provider;
     this.local = local;
     this.baseVersion = baseVersion;
-    this.baseLineage = local.lineage();
+    this.partial = partial;
+    this.baseLineage = partial == null ? local.lineage() : null;
+  }
+
+  /** True while the last increment is pending: the call goes through {@link #partial}. */
+  private boolean overlaid() {
+    if (partial == null || !partial.pending()) return false;
+    lastKey = null;
+    return true;
+  }
+
+  /** The whole store is needed: waits until the last increment is applied and the overlay merged. */
+  private void settled() {
+    if (partial != null) partial.settle();
+  }
+
+  /**
+   * Before the provider loads again while this store is open (the write store after a read store, in one task):
+   * the last increment applied and the overlay merged. False when that failed (the store is in doubt).
+   */
+  boolean settlePartial() {
+    if (partial == null || state != State.UPDATING) return true;
+    try {
+      partial.settle();
+      return true;
+    } catch (RuntimeException e) {
+      return false;
+    }
+  }
+
+  /** Waits until a pending increment's background thread is done with the local store (before it is closed). */
+  void awaitPartial() {
+    if (partial != null) partial.discard();
+  }
+
+  private boolean hasColumnFamily(String cf) {
+    return overlaid() ? partial.hasColumnFamily(cf) : local.hasColumnFamily(cf);
   }
 
   @Override
@@ -55,7 +99,7 @@ public final class StatestoreStore implements StateStore {
 
   private RowCodec codec(String cf) {
     RowCodec c = provider.codec(cf);
-    if (c == null || !local.hasColumnFamily(cf)) {
+    if (c == null || !hasColumnFamily(cf)) {
       throw new IllegalArgumentException("Column family '" + cf + "' does not exist in " + provider.storeIdString());
     }
     return c;
@@ -74,6 +118,7 @@ public final class StatestoreStore implements StateStore {
     RowCodec c = codec(cf);
     byte[] k = c.encodeKey(key);
     try {
+      if (overlaid()) return c.decodeValue(partial.get(cf, k));
       byte[] v = local.get(cf, k);
       lastCf = cf;
       lastKey = k;
@@ -86,14 +131,21 @@ public final class StatestoreStore implements StateStore {
 
   @Override
   public boolean keyExists(UnsafeRow key, String cf) {
-    return local.exists(cf, codec(cf).encodeKey(key));
+    byte[] k = codec(cf).encodeKey(key);
+    if (!overlaid()) return local.exists(cf, k);
+    try {
+      return partial.get(cf, k) != null;
+    } catch (RocksDBException e) {
+      throw fail("keyExists", e);
+    }
   }
 
   @Override
   public scala.collection.Iterator<UnsafeRow> valuesIterator(UnsafeRow key, String cf) {
     RowCodec c = codec(cf);
     try {
-      return Scala.iterator(c.decodeValues(local.get(cf, c.encodeKey(key))).iterator());
+      byte[] k = c.encodeKey(key);
+      return Scala.iterator(c.decodeValues(overlaid() ? partial.get(cf, k) : local.get(cf, k)).iterator());
     } catch (RocksDBException e) {
       throw fail("valuesIterator", e);
     }
@@ -116,6 +168,10 @@ public final class StatestoreStore implements StateStore {
     if (key == null || value == null) throw new IllegalArgumentException("put needs a key and a value");
     RowCodec c = codec(cf);
     byte[] k = c.encodeKey(key);
+    if (overlaid()) {
+      partial.put(cf, k, c.encodeValue(value));
+      return;
+    }
     try {
       local.put(cf, k, c.encodeValue(value), existedBefore(cf, k));
       rememberWrite(cf, k, true);
@@ -130,6 +186,10 @@ public final class StatestoreStore implements StateStore {
     RowCodec c = codec(cf);
     if (!c.multiValue) throw new UnsupportedOperationException("putList needs a multi-value column family");
     byte[] k = c.encodeKey(key);
+    if (overlaid()) {
+      partial.put(cf, k, c.encodeValues(values));
+      return;
+    }
     try {
       local.put(cf, k, c.encodeValues(values), existedBefore(cf, k));
       rememberWrite(cf, k, true);
@@ -142,6 +202,10 @@ public final class StatestoreStore implements StateStore {
   public void remove(UnsafeRow key, String cf) {
     checkWritable("remove");
     byte[] k = codec(cf).encodeKey(key);
+    if (overlaid()) {
+      partial.delete(cf, k);
+      return;
+    }
     try {
       local.delete(cf, k);
       rememberWrite(cf, k, false);
@@ -153,6 +217,7 @@ public final class StatestoreStore implements StateStore {
   @Override
   public void deleteRange(UnsafeRow begin, UnsafeRow end, String cf) {
     checkWritable("deleteRange");
+    settled();
     RowCodec c = codec(cf);
     List<byte[]> doomed = new ArrayList<>();
     byte[] from = c.encodeKey(begin);
@@ -175,6 +240,10 @@ public final class StatestoreStore implements StateStore {
     if (!c.multiValue) throw new UnsupportedOperationException("merge needs a multi-value column family");
     try {
       byte[] k = c.encodeKey(key);
+      if (overlaid()) {
+        partial.merge(cf, k, c.encodeValue(value));
+        return;
+      }
       local.merge(cf, k, c.encodeValue(value));
       rememberWrite(cf, k, true);
     } catch (RocksDBException e) {
@@ -189,6 +258,10 @@ public final class StatestoreStore implements StateStore {
     if (!c.multiValue) throw new UnsupportedOperationException("mergeList needs a multi-value column family");
     try {
       byte[] k = c.encodeKey(key);
+      if (overlaid()) {
+        partial.merge(cf, k, c.encodeValues(values));
+        return;
+      }
       local.merge(cf, k, c.encodeValues(values));
       rememberWrite(cf, k, true);
     } catch (RocksDBException e) {
@@ -198,6 +271,7 @@ public final class StatestoreStore implements StateStore {
 
   private StateStoreIterator<UnsafeRowPair> scan(String cf, byte[] prefix, byte[] from, byte[] until,
       boolean flatten) {
+    settled();
     RowCodec c = codec(cf);
     ScanIterator s = new ScanIterator(local.iterator(cf), c, prefix, from, until, flatten);
     synchronized (openScans) {
@@ -245,6 +319,7 @@ public final class StatestoreStore implements StateStore {
 
   @Override
   public scala.collection.immutable.Set<String> allColumnFamilyNames() {
+    settled();
     return Scala.set(local.columnFamilies());
   }
 
@@ -252,8 +327,9 @@ public final class StatestoreStore implements StateStore {
   public void createColFamilyIfAbsent(String cf, StructType keySchema, StructType valueSchema,
       KeyStateEncoderSpec spec, boolean multiValue, boolean isInternal) {
     provider.registerCodec(cf, new RowCodec(keySchema, valueSchema, spec, multiValue));
-    if (local.hasColumnFamily(cf)) return;
+    if (hasColumnFamily(cf)) return;
     checkWritable("create column family");
+    settled();
     try {
       local.createColumnFamily(cf);
     } catch (RocksDBException e) {
@@ -264,6 +340,7 @@ public final class StatestoreStore implements StateStore {
   @Override
   public boolean removeColFamilyIfExists(String cf) {
     checkWritable("remove column family");
+    settled();
     try {
       lastKey = null;
       return local.dropColumnFamily(cf);
@@ -283,6 +360,8 @@ public final class StatestoreStore implements StateStore {
   @Override
   public long commit() {
     checkWritable("commit");
+    settled();
+    if (baseLineage == null) baseLineage = partial.baseLineage();
     committedVersion = provider.commit(local);
     committedLineage = local.lineage();
     state = State.COMMITTED;
@@ -293,14 +372,20 @@ public final class StatestoreStore implements StateStore {
   public void abort() {
     if (state == State.COMMITTED) return;
     closeScans();
-    if (state == State.UPDATING) provider.abort(local);
+    if (state == State.UPDATING) {
+      if (partial != null && !partial.discard()) provider.distrust(local);
+      provider.abort(local);
+    }
     state = State.ABORTED;
   }
 
   @Override
   public void release() {
     closeScans();
-    if (state == State.UPDATING) provider.abort(local); // undoes the batch's writes, if any
+    if (state == State.UPDATING) {
+      if (partial != null && !partial.discard()) provider.distrust(local);
+      provider.abort(local); // undoes the batch's writes, if any
+    }
     state = State.RELEASED;
   }
 
@@ -316,6 +401,7 @@ public final class StatestoreStore implements StateStore {
 
   @Override
   public StateStoreMetrics metrics() {
+    if (state == State.UPDATING) settled();
     Map<StateStoreCustomMetric, Object> custom = new HashMap<>();
     StatestoreProvider.LastCommit lc = provider.lastCommit();
     custom.put(Metrics.INCREMENT_BYTES, lc.incrementBytes());
@@ -332,6 +418,9 @@ public final class StatestoreStore implements StateStore {
     if (load != null) {
       custom.put(Metrics.LOAD_TIME, load.millis());
       custom.put(Metrics.LOAD_VERSIONS_APPLIED, load.versionsApplied());
+      PendingIncrement p = load.pending();
+      custom.put(Metrics.LOAD_OVERLAY_WRITES, p == null ? 0L : (long) Math.max(0, p.overlayWrites()));
+      custom.put(Metrics.LOAD_INCREMENT_PENDING_TIME, p == null ? 0L : p.pendingMillis());
       for (Map.Entry<StateLoader.Source, StateStoreCustomMetric> e : Metrics.LOAD_SOURCE.entrySet()) {
         custom.put(e.getValue(), load.source() == e.getKey() ? 1L : 0L);
       }
@@ -343,6 +432,7 @@ public final class StatestoreStore implements StateStore {
 
   @Override
   public StateStoreCheckpointInfo getStateStoreCheckpointInfo() {
+    if (baseLineage == null) baseLineage = partial.baseLineage();
     if (state == State.COMMITTED) {
       return new StateStoreCheckpointInfo(id().partitionId(), committedVersion, CheckpointIds.of(committedLineage),
           CheckpointIds.of(baseLineage));
