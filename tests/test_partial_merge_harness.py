@@ -34,6 +34,7 @@ class Run:
     script: list[str]
     delay_ms: int = 0  # the increment's read held back this long (fault point last-increment)
     apply_delay_ms: int = 0  # then its apply (last-increment-apply: a partial merge only)
+    dump: bool = True  # write the store's RocksDB contents after the commit
 
     def increment(self, version: int) -> bytes:
         """The bytes of increment `version` in this run's checkpoint location."""
@@ -108,7 +109,7 @@ class PartialRig:
         assert reply.status == STATUS_ACCEPTED and "adopted" in reply.message, reply
         return root
 
-    def batches(self, runs: list[Run]) -> dict[str, Outcome]:
+    def batches(self, runs: list[Run], timeout: float = 600) -> dict[str, Outcome]:
         """Runs the batches one after another in one JVM; their outcomes by label."""
         lines = []
         for run in runs:
@@ -121,12 +122,13 @@ class PartialRig:
             lines.append("\t".join([
                 run.label, str(run.root), str(PARTITION), str(self.tmp / f"local-{run.label}"),
                 str(self.setup.sockets["n"]), str(run.version), str(run.partial_merge).lower(),
-                str(self.tmp / f"faults-{run.label}"), fault, str(script), str(self.tmp / f"dump-{run.label}.txt"),
+                str(self.tmp / f"faults-{run.label}"), fault, str(script),
+                str(self.tmp / f"dump-{run.label}.txt") if run.dump else "-",
             ]))
         spec = self.tmp / f"runs-{self.runs}.tsv"
         self.runs += 1
         spec.write_text("\n".join(lines) + "\n")
-        stdout = self.java("batch", str(spec))
+        stdout = self.java("batch", str(spec), timeout=timeout)
         outcomes = {run.label: Outcome(run) for run in runs}
         for line in stdout.splitlines():
             if line.startswith("run="):

@@ -19,9 +19,11 @@ import org.slf4j.LoggerFactory;
  * {@code v}, its lineage checked); or <b>failed</b> at any point, which the task sees as an exception at its next
  * call that needs the increment, and at commit.
  *
- * <p>The store is shared: the background thread applies under this object's monitor, and the task reads the
- * base store only under it ({@link #valueAt}), so a read never sees half an increment. Nothing else of the store
- * is touched by the task until {@link #awaitApplied} returned.
+ * <p>The store is shared. The task reads the base store only for keys the increment does not touch
+ * ({@link #valueAt}), whose value the apply does not change, so such a read may run while it is applied; except
+ * when the increment creates or drops column families (the store's handles change): then the apply holds this
+ * object's monitor, and those reads take it too. Nothing else of the store is touched by the task until
+ * {@link #awaitApplied} returned. Writes never wait for the monitor ({@link #applied} does not take it).
  */
 final class PendingIncrement {
   private static final Logger LOG = LoggerFactory.getLogger(PendingIncrement.class);
@@ -61,12 +63,14 @@ final class PendingIncrement {
   /** Column families of the store at {@code v-1}, taken before the background thread starts. */
   private final Set<String> baseCfs;
   private final long startNanos = System.nanoTime();
-  private Phase phase = Phase.READING;
-  private Exception failure;
+  private volatile Phase phase = Phase.READING;
+  private volatile Exception failure;
   /** Keys the increment puts, deletes or merges, per column family; and families it drops or creates: every key
    * of those counts as touched. */
   private final Map<String, Set<ChangeSet.Key>> touched = new HashMap<>();
   private final Set<String> touchedWhole = new HashSet<>();
+  /** The increment creates or drops a column family: reads of the base store wait for the apply to end. */
+  private boolean changesColumnFamilies;
   private volatile long decodedNanos;
   private volatile long appliedNanos;
   private byte[] lineageAtVersion;
@@ -102,8 +106,14 @@ final class PendingIncrement {
         notifyAll();
       }
       beforeApply.run();
+      if (changesColumnFamilies) {
+        synchronized (this) {
+          store.apply(inc, file);
+        }
+      } else {
+        store.apply(inc, file); // reads of keys it does not touch go on meanwhile
+      }
       synchronized (this) {
-        store.apply(inc, file);
         String mismatch = check.mismatch(store);
         if (mismatch != null) throw new IOException(mismatch);
         lineageAtVersion = store.lineage();
@@ -134,6 +144,7 @@ final class PendingIncrement {
     for (Increment.CfEntry e : inc.cfTable) {
       if (e.exists != baseCfs.contains(e.name)) touchedWhole.add(e.name);
     }
+    changesColumnFamilies = !touchedWhole.isEmpty();
   }
 
   /** Whether column family {@code cf} existed at {@code v-1} (the caller writes to it through the overlay). */
@@ -141,27 +152,32 @@ final class PendingIncrement {
     return baseCfs.contains(cf);
   }
 
-  /** Whether the store is at {@code v}; throws the background failure. Does not wait. */
-  synchronized boolean applied() {
-    if (phase == Phase.FAILED) throw failed();
-    return phase == Phase.APPLIED;
+  /** Whether the store is at {@code v}; throws the background failure. Neither waits nor takes the monitor. */
+  boolean applied() {
+    Phase p = phase;
+    if (p == Phase.FAILED) throw failed();
+    return p == Phase.APPLIED;
   }
 
   /**
    * The value of {@code key} at {@code v}: waits until the increment is decoded; a key it does not touch is read
    * from the store at once, else this waits until it is applied (and returns {@code applied}).
    */
-  synchronized Base valueAt(String cf, byte[] key) throws RocksDBException {
-    while (phase == Phase.READING) await();
-    if (phase == Phase.FAILED) throw failed();
-    if (phase == Phase.DECODED && !touches(cf, key)) {
-      readsFromBase++;
-      return new Base(false, store.get(cf, key));
+  Base valueAt(String cf, byte[] key) throws RocksDBException {
+    synchronized (this) {
+      while (phase == Phase.READING) await();
+      if (phase == Phase.FAILED) throw failed();
+      if (phase == Phase.DECODED && !touches(cf, key)) {
+        readsFromBase++;
+        if (changesColumnFamilies) return new Base(false, store.get(cf, key)); // the apply is not under way
+      } else {
+        while (phase == Phase.DECODED) await();
+        if (phase == Phase.FAILED) throw failed();
+        readsAfterApply++;
+        return new Base(true, null);
+      }
     }
-    while (phase == Phase.DECODED) await();
-    if (phase == Phase.FAILED) throw failed();
-    readsAfterApply++;
-    return new Base(true, null);
+    return new Base(false, store.get(cf, key)); // untouched: the same before, during and after the apply
   }
 
   private boolean touches(String cf, byte[] key) {

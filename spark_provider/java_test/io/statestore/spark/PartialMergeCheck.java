@@ -36,7 +36,7 @@ import org.rocksdb.RocksIterator;
  *   <li>{@code batch <runs file>}: one run a line, tab-separated: label, state root, partition, local dir, node
  *       socket, version, partialMerge (true/false), faults file, fault lines ({@code ;} between lines, {@code -}: none),
  *       script file, dump
- *       file. Each run arms the faults file, loads the version, runs the script, commits, writes the store's RocksDB
+ *       file ({@code -}: none). Each run arms the faults file, loads the version, runs the script, commits, writes the store's RocksDB
  *       contents (every column family, bookkeeping included: one {@code cf key value} line a record, hex) to the
  *       dump file, and prints one line an event: {@code run=<label> ev=<event> ...}, times in microseconds
  *       since just before the load.</li>
@@ -45,7 +45,9 @@ import org.rocksdb.RocksIterator;
  * <p>Script lines: {@code create-list} (registers the {@code list} column family, as an operator does at the
  * start of a batch), {@code put|merge <cf> <key> <value>}, {@code putList|mergeList <cf> <key> <v1,v2,..>},
  * {@code remove <cf> <key>}, {@code get|values|exists <cf> <key>}, {@code scan <cf>}, {@code blind <n> <prefix>}
- * (n puts of fresh keys), {@code rmw <n> <prefix>} (n gets then puts of keys prefix0..), {@code after-failure}
+ * (n puts of fresh keys), {@code rmw <n> <prefix>} (n gets then puts of keys prefix0..; both report {@code
+ * <n>,first=<when the first write returned>}), {@code cpu <micros>} (busy work before each row of those: the
+ * task's own computation), {@code after-failure}
  * (if the commit fails: abort, then load the same version again and report it).
  */
 public final class PartialMergeCheck {
@@ -144,13 +146,14 @@ public final class PartialMergeCheck {
     String faultsFile = run[7];
     String faultLine = run[8];
     List<String> script = Files.readAllLines(new File(run[9]).toPath(), StandardCharsets.UTF_8);
-    File dump = new File(run[10]);
+    File dump = run[10].equals("-") ? null : new File(run[10]);
     StatestoreProvider provider = provider(root, partition, run[3], run[4], partialMerge, faultsFile);
     if (!faultLine.equals("-")) {
       Files.writeString(new File(faultsFile).toPath(), String.join("\n", faultLine.split(";")) + "\n");
     }
 
     long t0 = System.nanoTime();
+    batchStart = t0;
     StateStore store = provider.getStore(version, scala.Option.empty(), false, false);
     long loaded = System.nanoTime();
     StateLoader.Loaded load = provider.lastLoad();
@@ -198,7 +201,7 @@ public final class PartialMergeCheck {
       return;
     }
     reportPending(label, load, t0);
-    writeDump(provider, dump);
+    if (dump != null) writeDump(provider, dump);
     out(label, "metrics", "overlayWrites=" + metric(store, "statestoreLoadOverlayWrites") + " pendingMs="
         + metric(store, "statestoreLoadIncrementPendingMs"));
     provider.close();
@@ -226,12 +229,21 @@ public final class PartialMergeCheck {
     return "absent";
   }
 
+  /** System.nanoTime() just before the load of the batch under way. */
+  private static long batchStart;
+  /** Busy work per row of {@code blind} and {@code rmw}: the task's own computation besides the state store. */
+  private static long cpuNanosPerRow;
+
   private static String op(StateStore store, String[] w) {
     String kind = w[0];
     switch (kind) {
       case "blind", "rmw" -> {
         int n = Integer.parseInt(w[1]);
+        long firstWrite = 0;
         for (int i = 0; i < n; i++) {
+          for (long until = System.nanoTime() + cpuNanosPerRow; System.nanoTime() < until; ) {
+            Thread.onSpinWait();
+          }
           UnsafeRow k = row(KEY, w[2] + i);
           String v = "w" + i;
           if (kind.equals("rmw")) {
@@ -240,8 +252,13 @@ public final class PartialMergeCheck {
             v = was.substring(0, Math.min(8, was.length())) + "+" + i;
           }
           store.put(k, row(VALUE, v), "default");
+          if (i == 0) firstWrite = System.nanoTime();
         }
-        return Integer.toString(n);
+        return n + ",first=" + micros(firstWrite, batchStart);
+      }
+      case "cpu" -> {
+        cpuNanosPerRow = Long.parseLong(w[1]) * 1000;
+        return "ok";
       }
       case "create-list" -> {
         createList(store);
