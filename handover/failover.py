@@ -53,13 +53,21 @@ class Steer:
 
     def describe(self) -> str:
         """One line for logs and status."""
+        why = f"after executor {self.lost_executor} was lost" if self.lost_executor else "for a planned hand-over"
         return (
             f"executor {self.executor_id} (node {self.node_id}, replica at version {self.version_held} of "
-            f"{self.primary_version}) after executor {self.lost_executor} was lost"
+            f"{self.primary_version}) {why}"
         )
+
+    @property
+    def location(self) -> str:
+        """The coordinator's name for the executor steered to (`executor_<host>_<id>`)."""
+        return f"executor_{self.executor_host}_{self.executor_id}"
 
 
 SteerFunction = Callable[[Steer], None]
+# Where Spark's coordinator places the decision's partition now (`executor_<host>_<id>`, "" when nowhere).
+LocateFunction = Callable[[Steer], str]
 
 
 class Failover:

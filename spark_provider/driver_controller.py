@@ -99,6 +99,7 @@ class DriverController:
         threading.Thread(target=watch, name="statestore-controller-watch", daemon=True).start()
 
     def _watch_executors(self, context: Any) -> None:
+        from handover.handover import SparkLevers
         from spark_provider.steering import ExecutorWatch
 
         try:
@@ -108,6 +109,7 @@ class DriverController:
             logging.getLogger("statestore.controller").warning("executor watch not started: %r", exc)
             return
         self.watch = watch
+        self._controller.attach_spark(SparkLevers(watch.steer, watch.locate))
 
 
 def start_driver_controller(
@@ -129,6 +131,11 @@ def start_driver_controller(
     controller.start()
     controller.stop_with_spark_context()
     return controller
+
+
+def running_controllers() -> list[DriverController]:
+    """The controllers running in this process, oldest first."""
+    return list(_running)
 
 
 def _log_to_file() -> str:

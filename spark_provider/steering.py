@@ -68,3 +68,12 @@ class ExecutorWatch:
             decision.executor_id,
         )
         log_event(_log, "coordinator_location", store=decision.store.store_id, location=location)
+
+    def locate(self, decision: Steer) -> str:
+        """Where Spark's coordinator places the decision's partition now (`executor_<host>_<id>`)."""
+        operator_id, partition_id, store_name = decision.store.store_id.split("/", 2)
+        return str(
+            self._steering.location(
+                decision.state_root, int(operator_id), int(partition_id), store_name, decision.run_id
+            )
+        )

@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "statestore.node.cli",
     "statestore.controller.cli",
     "statestore.controller.status_cli",
+    "statestore.controller.operator_cli",
     "spark_provider.cli",
     "placement.cli",
 )

@@ -175,7 +175,7 @@ def inner_join_outputs(query: RecordedQuery) -> list[tuple[int, list[tuple]]]:
     def read(source: int, upto: int) -> list[dict]:
         rows = []
         for entry in range(done[source], upto):
-            for line in (checkpoint / "sources" / str(source) / str(entry)).read_text().splitlines()[1:]:
+            for line in file_log_entry(checkpoint / "sources" / str(source), entry):
                 path = Path(json.loads(line)["path"].removeprefix("file://"))
                 rows.extend(json.loads(row) for row in path.read_text().splitlines() if row.strip())
         done[source] = upto
@@ -202,6 +202,18 @@ def inner_join_outputs(query: RecordedQuery) -> list[tuple[int, list[tuple]]]:
             right.setdefault(r["k"], []).append(r["v"])
         outputs.append((batch, sorted(rows, key=repr)))
     return [(batch, rows) for batch, rows in outputs if rows]
+
+
+def file_log_entry(log: Path, entry: int) -> list[str]:
+    """The JSON lines of a file source's log entry `entry`: its own file, or its lines in the compacted file
+    that took it in (Spark compacts the log every 10 entries into `<n>.compact`)."""
+    plain = log / str(entry)
+    if plain.exists():
+        return plain.read_text().splitlines()[1:]
+    compacted = sorted(int(p.name.split(".")[0]) for p in log.glob("*.compact"))
+    holder = next(n for n in compacted if n >= entry)
+    lines = (log / f"{holder}.compact").read_text().splitlines()[1:]
+    return [line for line in lines if json.loads(line)["batchId"] == entry]
 
 
 def assert_same_batches(ours: list[tuple[int, list[tuple]]], theirs: list[tuple[int, list[tuple]]]) -> None:

@@ -16,6 +16,11 @@ the copies a re-plan starts compete for CPU and disk with the very batch that re
 partitions, and Spark's replacement executor registers a few seconds after the loss, so a plan made at
 once leaves it empty, every new replica lands on the survivors, which then hold every primary after the
 next failover. HDFS waits the same way before re-replicating a lost datanode's blocks.
+
+Operator commands (`handover.migration`) steer the plan three ways: `adopt` makes a target placement the plan
+in force (later re-plans start from it); `hold` fixes a task partition's group while its hand-over runs (the
+old and the new members together, so the new primary warms up as a replica and no old replica is dropped
+before the new ones are caught up: make before break); `drain` keeps a node out of every plan from then on.
 """
 
 from __future__ import annotations
@@ -23,9 +28,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from placement import CostBreakdown, InfeasiblePlacement, PartitionDemand, Placement, PlacementPlan, plan_replica_groups
+from placement import (
+    CostBreakdown,
+    InfeasiblePlacement,
+    PartitionDemand,
+    Placement,
+    PlacementPlan,
+    ReplicaGroup,
+    plan_replica_groups,
+)
 from statestore.controller.membership import Membership, PartitionRecord
 from statestore.controller.placement_inputs import build_topology, demand_of
 from statestore.node.logs import log_event
@@ -61,6 +75,8 @@ class ReplicaGroups:
         self._plan = _EMPTY
         self._held: PlanInForce | None = None  # the plan in force less its dead nodes, while re-replication waits
         self._loss_seen_at: float | None = None
+        self._holds: dict[str, tuple[str, ...]] = {}  # task partition -> nodes in force while its move runs
+        self._draining: set[str] = set()
         self.replans = 0
 
     def choose_replica_group(self, partition: str, primary: str) -> list[str]:
@@ -68,6 +84,9 @@ class ReplicaGroups:
         distinct)."""
         plan = self.current()
         task = task_partition_key_of(partition)
+        held = self._holds.get(task)
+        if held is not None:
+            return [node for node in held if node != primary and node not in plan.lost]
         if plan.placement is None or task not in plan.placement:
             return []
         group = plan.placement[task]
@@ -78,13 +97,88 @@ class ReplicaGroups:
         when the plan does not place `partition` (no plan yet, or no live node)."""
         plan = self.current()
         task = task_partition_key_of(partition)
+        held = self._holds.get(task)
+        if held is not None:
+            return node in held and node not in plan.lost
         if plan.placement is None or task not in plan.placement:
             return None
         return node in plan.placement[task].nodes and node not in plan.lost
 
+    def hold(self, task: str, nodes: tuple[str, ...]) -> None:
+        """Fix task partition `task`'s group to `nodes` (primary or not) until `release(task)`."""
+        with self._lock:
+            self._holds[task] = tuple(nodes)
+
+    def release(self, task: str) -> None:
+        """End `hold(task)`: the plan in force places the partition again."""
+        with self._lock:
+            self._holds.pop(task, None)
+
+    def held(self, task: str) -> tuple[str, ...] | None:
+        """The nodes `task` is held to, if it is."""
+        return self._holds.get(task)
+
+    def drain(self, node: str) -> None:
+        """Keep `node` out of every plan from now on (its roles are placed elsewhere at the next re-plan)."""
+        with self._lock:
+            self._draining.add(node)
+
+    def draining(self) -> frozenset[str]:
+        """The nodes being drained."""
+        return frozenset(self._draining)
+
+    def adopt(self, groups: Mapping[str, ReplicaGroup]) -> None:
+        """Make `groups` (task partition -> group) the plan in force for those task partitions; re-plans
+        start from it (and keep it unless moving pays)."""
+        with self._lock:
+            if self._plan.placement is None:
+                return
+            merged = dict(self._plan.placement.items())
+            for task, group in groups.items():
+                if task in merged and len(group.replicas) == self._plan.placement.replicas:
+                    merged[task] = group
+            self._plan = replace(self._plan, placement=Placement(merged))
+
+    def demands(self) -> dict[str, PartitionDemand]:
+        """Each task partition's demand (its stores' state and increment bytes summed), by task partition."""
+        partitions = self._membership.partitions()
+        tasks = {p.key: task_partition_key(p.store) for p in partitions}
+        demands = [demand_of(p, self._membership.state_bytes(p.key)) for p in partitions]
+        return {d.id: d for d in _task_demands(partitions, tasks, demands)}
+
+    def target(
+        self, pins: Mapping[str, str] | None, exclude: frozenset[str] = frozenset()
+    ) -> tuple[Placement, dict[str, str]] | None:
+        """A fresh placement of every task partition on the live nodes neither draining nor in `exclude`,
+        starting from the plan in force, with primaries pinned by `pins` (task partition -> node; None: where
+        they run now, except on the nodes left out). Returns it with the nodes the primaries run on now; None
+        when there is nothing to place."""
+        plan = self.current()
+        out = self._draining | exclude
+        live = [r for r in self._membership.nodes() if self._membership.is_alive(r) and r.node_id not in out]
+        partitions = self._membership.partitions()
+        if not live or not partitions or plan.placement is None:
+            return None
+        tasks = {p.key: task_partition_key(p.store) for p in partitions}
+        running = _task_pins(partitions, tasks, set(self._membership.live_node_ids()))
+        if pins is None:
+            pins = {t: n for t, n in running.items() if n not in out}
+        q = min(self._q, len(live) - 1)
+        demands = sorted(self.demands().values(), key=lambda d: d.id)
+        current = plan.placement if plan.placement.replicas == q else None
+        topology = build_topology(live, q + 1, pins, len(demands))
+        try:
+            placed = plan_replica_groups(topology, demands, q, current=current, pinned_primaries=pins)
+        except InfeasiblePlacement as exc:
+            log_event(_log, "placement_infeasible", logging.ERROR, error=str(exc))
+            placed = self._fallback(live, demands, q, current, pins)
+        return placed.placement, running
+
     def current(self) -> PlanInForce:
         """The plan for the membership as it is now, re-planned first if its inputs changed."""
-        live = [r for r in self._membership.nodes() if self._membership.is_alive(r)]
+        live = [
+            r for r in self._membership.nodes() if self._membership.is_alive(r) and r.node_id not in self._draining
+        ]
         live_ids = {r.node_id for r in live}
         partitions = self._membership.partitions()
         tasks = {p.key: task_partition_key(p.store) for p in partitions}
@@ -98,7 +192,7 @@ class ReplicaGroups:
             if key == self._plan.key:
                 self._loss_seen_at = None
                 return self._plan
-            lost = self._lost_since_plan(live_ids)
+            lost = self._lost_since_plan({r.node_id for r in self._membership.nodes() if self._membership.is_alive(r)})
             if lost and self._waits_for_rereplication():
                 return self._without(lost, key)
             self._loss_seen_at = None
@@ -107,7 +201,7 @@ class ReplicaGroups:
             return self._plan
 
     def _lost_since_plan(self, live_ids: set[str]) -> set[str]:
-        """Nodes the plan in force places roles on that are no longer live."""
+        """Nodes the plan in force places roles on that are no longer live (a draining node is not lost)."""
         placement = self._plan.placement
         if placement is None:
             return set()

@@ -12,7 +12,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from handover.failover import Steer, SteerFunction
+from handover.handover import SparkLevers
 from statestore.controller.membership import Membership
+from statestore.controller.operations import Operations
 from statestore.controller.service import ControlService
 from statestore.node.logs import log_event
 from statestore.node.server import NodeStartupError, check_port_free
@@ -75,8 +77,18 @@ class Controller:
         each partition's next task with `steer` (handover.failover)."""
         return self._service.failover.executor_lost(executor_id, steer)
 
+    def attach_spark(self, levers: SparkLevers) -> None:
+        """Lend the controller the driver's levers on Spark's task placement, for operator commands."""
+        self._service.operations.attach_spark(levers)
+
+    @property
+    def operations(self) -> Operations:
+        """The operator commands (move, drain, rebalance) this controller runs."""
+        return self._service.operations
+
     def stop(self, grace: float = 2.0) -> None:
         """Stop serving."""
+        self._service.operations.stop()
         if self._server is not None:
             self._server.stop(grace).wait()
             self._server = None

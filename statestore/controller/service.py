@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import grpc
 
 from handover.failover import Failover
 from statestore.controller.membership import Membership, PartitionRecord
+from statestore.controller.operations import OperationError, Operations, PartitionMoveRequest
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.status import build_status, replica_groups_of
 from statestore.node.logs import log_event
@@ -31,6 +33,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
         self._q = replication_factor
         self.replica_groups = ReplicaGroups(membership, replication_factor, rereplication_delay)
         self.failover = Failover(membership)
+        self.operations = Operations(membership, self.replica_groups)
         self._heartbeat_interval = heartbeat_interval
 
     def Register(
@@ -106,7 +109,45 @@ class ControlService(control_pb2_grpc.ControlServicer):
 
     def Status(self, request: control_pb2.StatusRequest, context: grpc.ServicerContext) -> control_pb2.StatusReply:
         """Nodes, partitions, replica groups, versions held and lag, how each partition was last loaded."""
-        return build_status(self._membership, self.replica_groups, self._q, self.failover)
+        reply = build_status(self._membership, self.replica_groups, self._q, self.failover)
+        reply.operations.extend(self.operations.recent())
+        return reply
+
+    def Move(self, request: control_pb2.MoveRequest, context: grpc.ServicerContext) -> control_pb2.OperationStatus:
+        """Start moving task partitions' primaries to the executors named."""
+        moves = [PartitionMoveRequest(m.partition, m.to_executor, m.query) for m in request.moves]
+        return self._command(context, "move", lambda: self.operations.move(moves, request.strategy))
+
+    def Drain(self, request: control_pb2.DrainRequest, context: grpc.ServicerContext) -> control_pb2.OperationStatus:
+        """Start moving every primary and replica off an executor."""
+        return self._command(context, "drain", lambda: self.operations.drain(request.executor, request.strategy))
+
+    def Rebalance(
+        self, request: control_pb2.RebalanceRequest, context: grpc.ServicerContext
+    ) -> control_pb2.OperationStatus:
+        """Re-plan and start carrying out the moves (only plan them with dry_run)."""
+        return self._command(
+            context, "rebalance", lambda: self.operations.rebalance(request.strategy, request.dry_run)
+        )
+
+    def Operation(
+        self, request: control_pb2.OperationRequest, context: grpc.ServicerContext
+    ) -> control_pb2.OperationStatus:
+        """One operation's progress."""
+        return self._command(context, "operation", lambda: self.operations.status(request.operation_id))
+
+    @staticmethod
+    def _command(
+        context: grpc.ServicerContext, name: str, run: Callable[[], control_pb2.OperationStatus]
+    ) -> control_pb2.OperationStatus:
+        try:
+            reply = run()
+        except OperationError as exc:
+            log_event(_log, "command_refused", logging.WARNING, command=name, error=str(exc))
+            context.abort(exc.code, str(exc))
+        if name != "operation":
+            log_event(_log, "command_started", command=name, operation=reply.operation_id, moves=len(reply.moves))
+        return reply
 
     def Locate(self, request: common_pb2.StoreRef, context: grpc.ServicerContext) -> control_pb2.LocateReply:
         """The live nodes holding a replica of the partition, freshest first."""

@@ -156,7 +156,27 @@ def format_status(reply: control_pb2.StatusReply) -> str:
             partitions,
         )
         + ("\n\nFAILOVER\n" + "\n".join(steered) if steered else "")
+        + _operations(reply)
     )
+
+
+def _operations(reply: control_pb2.StatusReply) -> str:
+    """The operator commands' section: the running one with every move's steps, the others in one line each."""
+    if not reply.operations:
+        return ""
+    from statestore.controller.operator_cli import format_operation
+
+    blocks = []
+    for operation in reply.operations:
+        if operation.state == "running":
+            block = format_operation(operation)
+            for move in operation.moves:
+                if move.step not in ("done", "failed"):
+                    block += "\n" + "\n".join(f"    {move.partition} {line}" for line in move.log)
+            blocks.append(block)
+        else:
+            blocks.append(format_operation(operation).splitlines()[0])
+    return "\n\nMOVES\n" + "\n".join(blocks)
 
 
 def describe_load(load: control_pb2.LoadReport) -> str:

@@ -7,6 +7,110 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class PartitionMove(_message.Message):
+    __slots__ = ("partition", "query", "to_executor")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    TO_EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    partition: str
+    query: str
+    to_executor: str
+    def __init__(self, partition: _Optional[str] = ..., query: _Optional[str] = ..., to_executor: _Optional[str] = ...) -> None: ...
+
+class MoveRequest(_message.Message):
+    __slots__ = ("moves", "strategy")
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    moves: _containers.RepeatedCompositeFieldContainer[PartitionMove]
+    strategy: str
+    def __init__(self, moves: _Optional[_Iterable[_Union[PartitionMove, _Mapping]]] = ..., strategy: _Optional[str] = ...) -> None: ...
+
+class DrainRequest(_message.Message):
+    __slots__ = ("executor", "strategy")
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    executor: str
+    strategy: str
+    def __init__(self, executor: _Optional[str] = ..., strategy: _Optional[str] = ...) -> None: ...
+
+class RebalanceRequest(_message.Message):
+    __slots__ = ("strategy", "dry_run")
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    strategy: str
+    dry_run: bool
+    def __init__(self, strategy: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class OperationRequest(_message.Message):
+    __slots__ = ("operation_id",)
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    operation_id: int
+    def __init__(self, operation_id: _Optional[int] = ...) -> None: ...
+
+class HandOverStatus(_message.Message):
+    __slots__ = ("partition", "source_node", "target_node", "target_executor", "final_group", "step", "batch", "steered_at_version", "effective_version", "attempts", "load_source", "loaded_from_version", "load_millis", "seconds_to_promote", "seconds", "log", "error", "source_after")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_NODE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_NODE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    FINAL_GROUP_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    STEERED_AT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    LOAD_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    LOADED_FROM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LOAD_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_TO_PROMOTE_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LOG_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_AFTER_FIELD_NUMBER: _ClassVar[int]
+    partition: str
+    source_node: str
+    target_node: str
+    target_executor: str
+    final_group: _containers.RepeatedScalarFieldContainer[str]
+    step: str
+    batch: int
+    steered_at_version: int
+    effective_version: int
+    attempts: int
+    load_source: str
+    loaded_from_version: int
+    load_millis: int
+    seconds_to_promote: float
+    seconds: float
+    log: _containers.RepeatedScalarFieldContainer[str]
+    error: str
+    source_after: str
+    def __init__(self, partition: _Optional[str] = ..., source_node: _Optional[str] = ..., target_node: _Optional[str] = ..., target_executor: _Optional[str] = ..., final_group: _Optional[_Iterable[str]] = ..., step: _Optional[str] = ..., batch: _Optional[int] = ..., steered_at_version: _Optional[int] = ..., effective_version: _Optional[int] = ..., attempts: _Optional[int] = ..., load_source: _Optional[str] = ..., loaded_from_version: _Optional[int] = ..., load_millis: _Optional[int] = ..., seconds_to_promote: _Optional[float] = ..., seconds: _Optional[float] = ..., log: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., source_after: _Optional[str] = ...) -> None: ...
+
+class OperationStatus(_message.Message):
+    __slots__ = ("operation_id", "kind", "strategy", "state", "moves", "batches", "batch", "error", "seconds", "notes")
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    operation_id: int
+    kind: str
+    strategy: str
+    state: str
+    moves: _containers.RepeatedCompositeFieldContainer[HandOverStatus]
+    batches: int
+    batch: int
+    error: str
+    seconds: float
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, operation_id: _Optional[int] = ..., kind: _Optional[str] = ..., strategy: _Optional[str] = ..., state: _Optional[str] = ..., moves: _Optional[_Iterable[_Union[HandOverStatus, _Mapping]]] = ..., batches: _Optional[int] = ..., batch: _Optional[int] = ..., error: _Optional[str] = ..., seconds: _Optional[float] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class LocateReply(_message.Message):
     __slots__ = ("holders",)
     HOLDERS_FIELD_NUMBER: _ClassVar[int]
@@ -206,13 +310,15 @@ class PlacementStatus(_message.Message):
     def __init__(self, total: _Optional[float] = ..., traffic: _Optional[float] = ..., load: _Optional[float] = ..., migration: _Optional[float] = ..., lower_bound: _Optional[float] = ..., replicas: _Optional[int] = ..., replans: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("replication_factor", "nodes", "partitions", "placement")
+    __slots__ = ("replication_factor", "nodes", "partitions", "placement", "operations")
     REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
     replication_factor: int
     nodes: _containers.RepeatedCompositeFieldContainer[NodeStatus]
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionStatus]
     placement: PlacementStatus
-    def __init__(self, replication_factor: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[PartitionStatus, _Mapping]]] = ..., placement: _Optional[_Union[PlacementStatus, _Mapping]] = ...) -> None: ...
+    operations: _containers.RepeatedCompositeFieldContainer[OperationStatus]
+    def __init__(self, replication_factor: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[PartitionStatus, _Mapping]]] = ..., placement: _Optional[_Union[PlacementStatus, _Mapping]] = ..., operations: _Optional[_Iterable[_Union[OperationStatus, _Mapping]]] = ...) -> None: ...

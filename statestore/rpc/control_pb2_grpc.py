@@ -55,6 +55,26 @@ class ControlStub:
                 request_serializer=statestore_dot_rpc_dot_common__pb2.StoreRef.SerializeToString,
                 response_deserializer=statestore_dot_rpc_dot_control__pb2.LocateReply.FromString,
                 _registered_method=True)
+        self.Move = channel.unary_unary(
+                '/statestore.rpc.Control/Move',
+                request_serializer=statestore_dot_rpc_dot_control__pb2.MoveRequest.SerializeToString,
+                response_deserializer=statestore_dot_rpc_dot_control__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.Drain = channel.unary_unary(
+                '/statestore.rpc.Control/Drain',
+                request_serializer=statestore_dot_rpc_dot_control__pb2.DrainRequest.SerializeToString,
+                response_deserializer=statestore_dot_rpc_dot_control__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.Rebalance = channel.unary_unary(
+                '/statestore.rpc.Control/Rebalance',
+                request_serializer=statestore_dot_rpc_dot_control__pb2.RebalanceRequest.SerializeToString,
+                response_deserializer=statestore_dot_rpc_dot_control__pb2.OperationStatus.FromString,
+                _registered_method=True)
+        self.Operation = channel.unary_unary(
+                '/statestore.rpc.Control/Operation',
+                request_serializer=statestore_dot_rpc_dot_control__pb2.OperationRequest.SerializeToString,
+                response_deserializer=statestore_dot_rpc_dot_control__pb2.OperationStatus.FromString,
+                _registered_method=True)
 
 
 class ControlServicer:
@@ -90,6 +110,36 @@ class ControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Move(self, request, context):
+        """Operator commands: planned hand-overs (DESIGN.md section 4, `handover.handover`). Each starts one operation
+        and answers at once with its plan; `Operation` follows it. One operation runs at a time.
+        Move task partitions' primaries to the executors named.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Drain(self, request, context):
+        """Move every primary and replica off one executor, so that it can be removed with no reload anywhere.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Rebalance(self, request, context):
+        """Re-plan primaries and replicas with placement (primaries not pinned) and carry the moves out.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Operation(self, request, context):
+        """One operation's progress (the last one when operation_id is 0).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -112,6 +162,26 @@ def add_ControlServicer_to_server(servicer, server):
                     servicer.Locate,
                     request_deserializer=statestore_dot_rpc_dot_common__pb2.StoreRef.FromString,
                     response_serializer=statestore_dot_rpc_dot_control__pb2.LocateReply.SerializeToString,
+            ),
+            'Move': grpc.unary_unary_rpc_method_handler(
+                    servicer.Move,
+                    request_deserializer=statestore_dot_rpc_dot_control__pb2.MoveRequest.FromString,
+                    response_serializer=statestore_dot_rpc_dot_control__pb2.OperationStatus.SerializeToString,
+            ),
+            'Drain': grpc.unary_unary_rpc_method_handler(
+                    servicer.Drain,
+                    request_deserializer=statestore_dot_rpc_dot_control__pb2.DrainRequest.FromString,
+                    response_serializer=statestore_dot_rpc_dot_control__pb2.OperationStatus.SerializeToString,
+            ),
+            'Rebalance': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rebalance,
+                    request_deserializer=statestore_dot_rpc_dot_control__pb2.RebalanceRequest.FromString,
+                    response_serializer=statestore_dot_rpc_dot_control__pb2.OperationStatus.SerializeToString,
+            ),
+            'Operation': grpc.unary_unary_rpc_method_handler(
+                    servicer.Operation,
+                    request_deserializer=statestore_dot_rpc_dot_control__pb2.OperationRequest.FromString,
+                    response_serializer=statestore_dot_rpc_dot_control__pb2.OperationStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -222,6 +292,114 @@ class Control:
             '/statestore.rpc.Control/Locate',
             statestore_dot_rpc_dot_common__pb2.StoreRef.SerializeToString,
             statestore_dot_rpc_dot_control__pb2.LocateReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Move(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/statestore.rpc.Control/Move',
+            statestore_dot_rpc_dot_control__pb2.MoveRequest.SerializeToString,
+            statestore_dot_rpc_dot_control__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Drain(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/statestore.rpc.Control/Drain',
+            statestore_dot_rpc_dot_control__pb2.DrainRequest.SerializeToString,
+            statestore_dot_rpc_dot_control__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rebalance(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/statestore.rpc.Control/Rebalance',
+            statestore_dot_rpc_dot_control__pb2.RebalanceRequest.SerializeToString,
+            statestore_dot_rpc_dot_control__pb2.OperationStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Operation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/statestore.rpc.Control/Operation',
+            statestore_dot_rpc_dot_control__pb2.OperationRequest.SerializeToString,
+            statestore_dot_rpc_dot_control__pb2.OperationStatus.FromString,
             options,
             channel_credentials,
             insecure,

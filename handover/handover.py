@@ -1,0 +1,386 @@
+"""Hand-over: a planned move of a task partition's primary from executor A to executor B, at the cost of one
+increment (DESIGN.md section 4, "Hand-over"; seed 002 section 3.4, mapped to micro-batches).
+
+The protocol's steps, in the seed's order (`HandOver.advance` takes them one after another):
+
+1. **Decide** the move of partition p from A's node to B's node, and p's replica group once it is done (an
+   operator command: `handover.migration`).
+2. **Warm up** B: p's group is held to its old and new members together, so A ships to B (a bootstrap when B
+   holds nothing, then every increment) and no old replica is dropped before the new ones are caught up. B
+   joins when its lag is at most `acceptable_lag` versions (Kafka Streams' `acceptable.recovery.lag`).
+3. **Fix the batch and steer**: p's task for the next micro-batch Spark plans, b*, is steered to B's executor
+   (Spark's `StateStoreCoordinator`). Every move of one strategy batch is steered at once, so they share b*.
+   If Spark runs p elsewhere anyway (its locality wait expired: the coordinator places p on another executor
+   again), the move is steered again for the next batch, up to `max_attempts`; correctness never depends on
+   it, since any executor loads p from the checkpoint location's history.
+4. **A's last increment** (version b*) reaches B: shipped by A's node at A's commit, or pulled from the
+   checkpoint location, where it is durable before batch b* starts, by B's provider.
+5. **Materialize and promote**: B's provider loads b* from its node's replica (`StateLoader` in the provider)
+   and B's node becomes p's primary (`PROMOTE`); the load reports where its state came from.
+6. **Merge and settle**: B's provider merges the writes batch b* made before the increment was applied
+   (partial state, the provider's `PendingIncrement`); A's copy settles: A adopts its unloaded store as a
+   replica when p's new group keeps it (`DEMOTE`), else it drops it (the plan retires it).
+
+Without a primary move (only p's replicas change: a drain, a rebalance), steps 3 to 5 are skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from handover.failover import LocateFunction, Steer, SteerFunction
+from placement import ReplicaGroup
+from statestore.controller.membership import Membership, NodeRecord, PartitionRecord
+from statestore.node.logs import log_event
+from statestore.partition_key import task_partition_key
+
+_log = logging.getLogger("statestore.controller.handover")
+
+
+class Step(StrEnum):
+    """Where a hand-over is (the protocol's steps, then its end)."""
+
+    DECIDED = "decided"
+    WARMING_UP = "warming up"
+    WARM = "warm"
+    STEERED = "steered"
+    PROMOTED = "promoted"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class HandOverSettings:
+    """Bounds of the protocol's waits (seconds) and of its retries."""
+
+    acceptable_lag: int = 1  # versions a warm replica may lack (its provider reads them from the checkpoint)
+    max_attempts: int = 5  # times a move is steered before it is reported as failed
+    warm_up_timeout: float = 600.0
+    promote_timeout: float = 300.0  # a move waits this long for Spark to run a batch of its partition
+    settle_timeout: float = 180.0  # A's provider unloads at its executor's next task or maintenance
+
+
+@dataclass(frozen=True)
+class SparkLevers:
+    """What the driver lends the controller: steer a partition's next task, and read where Spark places it."""
+
+    steer: SteerFunction
+    locate: LocateFunction
+
+
+@dataclass
+class HandOver:
+    """One task partition's move (or, with `source == target`, a change of its replicas only)."""
+
+    task: str
+    source: str  # A: the node p's primary runs on now
+    target: str  # B
+    final: ReplicaGroup  # p's group once done: primary B first
+    target_executor: str = ""
+    batch: int = 0
+    step: Step = Step.DECIDED
+    attempts: int = 0
+    steered_at_version: int = 0
+    resteered_at: int = 0  # the newest version committed elsewhere when the move was last steered
+    effective_version: int = 0
+    load_source: str = ""
+    loaded_from_version: int = 0
+    load_millis: int = 0
+    started_at: float = 0.0
+    promoted_at: float = 0.0
+    ended_at: float = 0.0
+    source_after: str = ""
+    error: str = ""
+    log: list[str] = field(default_factory=list)
+    _step_since: float = 0.0
+
+    @property
+    def moves_primary(self) -> bool:
+        """Whether the primary moves (else only the replicas change)."""
+        return self.source != self.target
+
+    @property
+    def finished(self) -> bool:
+        """Done or failed."""
+        return self.step in (Step.DONE, Step.FAILED)
+
+    @property
+    def served(self) -> bool:
+        """Past the steps that need Spark (promoted, or nothing to promote), or finished."""
+        return self.finished or self.step is Step.PROMOTED
+
+
+class HandOverProtocol:
+    """Takes hand-overs through their steps against the controller's membership and replica groups."""
+
+    def __init__(
+        self,
+        membership: Membership,
+        groups: object,  # statestore.controller.replica_groups.ReplicaGroups (hold, release, adopt)
+        levers: SparkLevers,
+        settings: HandOverSettings,
+        clock: Callable[[], float],
+        origin: float,
+    ) -> None:
+        self._membership = membership
+        self._groups = groups
+        self._levers = levers
+        self.settings = settings
+        self._clock = clock
+        self._origin = origin
+
+    # 1. decide
+    def decide(self, move: HandOver) -> None:
+        """Record the decision (the caller chose source, target and final group)."""
+        move.started_at = self._clock()
+        what = (
+            f"move the primary from node {move.source} to node {move.target}"
+            if move.moves_primary
+            else f"replicas of primary {move.source} change"
+        )
+        self._record(move, Step.DECIDED, f"{what}; group afterwards {', '.join(move.final.nodes)}")
+
+    def advance(self, move: HandOver, may_steer: bool) -> None:
+        """Take `move` as far as it can go now; `may_steer` says whether its strategy batch is ready to steer."""
+        if move.finished:
+            return
+        stores = self._stores(move.task)
+        try:
+            if move.step is Step.DECIDED:
+                self._warm_up(move, stores)
+            elif move.step is Step.WARMING_UP:
+                self._check_warm(move, stores)
+            elif move.step is Step.WARM and may_steer:
+                self._steer(move, stores)
+            elif move.step is Step.STEERED:
+                self._await_promotion(move, stores)
+            elif move.step is Step.PROMOTED:
+                self._settle(move, stores)
+        except _Failed as failed:
+            self._groups.release(move.task)
+            move.error = str(failed)
+            move.ended_at = self._clock()
+            self._record(move, Step.FAILED, str(failed), logging.WARNING)
+
+    # 2. warm up
+    def _warm_up(self, move: HandOver, stores: list[PartitionRecord]) -> None:
+        if not stores:
+            raise _Failed(f"partition {move.task} is no longer reported by any node (its query stopped?)")
+        current = self._groups.held(move.task) or ()
+        members = [move.source, *[n for n in current if n != move.source]]
+        members += [n for n in move.final.nodes if n not in members]
+        self._groups.hold(move.task, tuple(members))
+        self._record(move, Step.WARMING_UP, f"group held to {', '.join(members)} until the move is done")
+        self._check_warm(move, stores)
+
+    def _check_warm(self, move: HandOver, stores: list[PartitionRecord]) -> None:
+        self._require_alive(move)
+        lagging = self._lagging(move, stores)
+        if not lagging:
+            self._record(move, Step.WARM, f"every new member within {self.settings.acceptable_lag} version(s)")
+            return
+        if self._clock() - move._step_since > self.settings.warm_up_timeout:
+            raise _Failed(
+                f"warm-up of {', '.join(lagging)} did not catch up within {self.settings.warm_up_timeout:g}s: "
+                "the target cannot become a replica (is its state node bootstrapping? see `statestore status`)"
+            )
+
+    def _lagging(self, move: HandOver, stores: list[PartitionRecord]) -> list[str]:
+        """The new members (not the current primary) whose replicas are more than the acceptable lag behind."""
+        behind = []
+        for node_id in move.final.nodes:
+            if node_id == move.source:
+                continue
+            record = self._membership.node(node_id)
+            held = record.replicas_held if record is not None else {}
+            for store in stores:
+                if held.get(store.key, -1) < store.report.version - self.settings.acceptable_lag:
+                    behind.append(
+                        f"node {node_id} ({store.store.store_id} at {held.get(store.key, 'none')} of "
+                        f"{store.report.version})"
+                    )
+        return behind
+
+    # 3. fix the batch and steer
+    def _steer(self, move: HandOver, stores: list[PartitionRecord]) -> None:
+        if not move.moves_primary:
+            self._adopt_final(move)
+            self._record(move, Step.PROMOTED, "no primary move: the new group is in force")
+            return
+        self._require_alive(move)
+        target = self._membership.node(move.target)
+        assert target is not None  # _require_alive checked it
+        move.attempts += 1
+        move.steered_at_version = min(store.report.version for store in stores)
+        move.resteered_at = max(store.report.version for store in stores)
+        for decision in self._decisions(move, stores, target):
+            self._levers.steer(decision)
+        self._record(
+            move,
+            Step.STEERED,
+            f"attempt {move.attempts}: the next batch (b* > {move.steered_at_version - 1}) steered to executor "
+            f"{target.executor_id}",
+        )
+
+    def _decisions(self, move: HandOver, stores: list[PartitionRecord], target: NodeRecord) -> list[Steer]:
+        decisions = []
+        for store in stores:
+            place = store.report.place
+            if not place.run_id or not place.state_root:
+                raise _Failed(f"{store.store.store_id}: Spark's run id and state root are not known yet")
+            held = target.replicas_held.get(store.key, 0)
+            decisions.append(
+                Steer(
+                    store.store,
+                    place.run_id,
+                    place.state_root,
+                    target.executor_id,
+                    target.executor_host,
+                    target.node_id,
+                    held,
+                    store.report.version,
+                    "",
+                )
+            )
+        return decisions
+
+    # 4 and 5. the last increment reaches B, B materializes and promotes
+    def _await_promotion(self, move: HandOver, stores: list[PartitionRecord]) -> None:
+        self._require_alive(move)
+        target = self._membership.node(move.target)
+        assert target is not None
+        if all(store.primary == move.target and store.report.version >= move.steered_at_version for store in stores):
+            load = stores[0].report.last_load
+            move.effective_version = load.version or stores[0].report.version
+            move.load_source = load.source
+            move.loaded_from_version = load.from_version
+            move.load_millis = load.millis
+            move.promoted_at = self._clock()
+            shipped = (
+                "shipped at A's commit"
+                if load.from_version >= load.version
+                else (f"increments {load.from_version + 1}..{load.version} pulled from the checkpoint location")
+            )
+            self._record(move, Step.STEERED, f"4. last increment {move.effective_version} reached B: {shipped}")
+            self._record(
+                move,
+                Step.PROMOTED,
+                f"5. B loaded version {move.effective_version} from its {load.source or 'unknown source'} "
+                f"(copy at {load.from_version}) in {load.millis} ms and is primary",
+                logging.INFO if load.source in ("replica", "local") else logging.WARNING,
+            )
+            self._adopt_final(move)
+            return
+        elsewhere = self._missed(move, stores, target)
+        committed = max((s.report.version for s in stores if s.primary != move.target), default=0)
+        if elsewhere and committed > move.resteered_at:
+            # A task that loaded p after the steer re-reported its own executor. The batch in flight when the move
+            # was steered may do so (its tasks were placed before) and commits steered_at_version + 1; every later
+            # version committed elsewhere is a batch Spark ran elsewhere anyway: a missed batch. Steering again
+            # waits for a commit, so that it lands between batches, not under a running task's stores.
+            missed = max(0, committed - move.steered_at_version - 1)
+            if missed >= self.settings.max_attempts:
+                raise _Failed(
+                    f"Spark ran the partition on {elsewhere} instead of executor {target.executor_id} in "
+                    f"{missed} batch(es) (its locality wait expired?); the partition stays where it runs"
+                )
+            move.attempts = missed + 1
+            move.resteered_at = committed
+            self._record(
+                move,
+                Step.STEERED,
+                f"Spark ran version {committed} on {elsewhere}: steered again for the next batch "
+                f"(attempt {move.attempts})",
+                logging.WARNING if missed else logging.INFO,
+            )
+            for decision in self._decisions(move, stores, target):
+                self._levers.steer(decision)
+            return
+        if self._clock() - move._step_since > self.settings.promote_timeout:
+            raise _Failed(f"no batch ran the partition within {self.settings.promote_timeout:g}s of steering")
+
+    def _missed(self, move: HandOver, stores: list[PartitionRecord], target: NodeRecord) -> str:
+        """Where Spark placed the partition instead of B since the steer ("" when nowhere else)."""
+        for decision in self._decisions(move, stores, target):
+            try:
+                location = self._levers.locate(decision)
+            except Exception as exc:  # the driver is stopping: the promote timeout ends the move
+                log_event(_log, "locate_failed", logging.WARNING, task=move.task, error=repr(exc))
+                return ""
+            if location and location != decision.location:
+                return location
+        return ""
+
+    # 6. merge and settle
+    def _adopt_final(self, move: HandOver) -> None:
+        """The final group becomes the plan in force (old members outside it are retired)."""
+        self._groups.adopt({move.task: move.final})
+        self._groups.release(move.task)
+
+    def _settle(self, move: HandOver, stores: list[PartitionRecord]) -> None:
+        source = self._membership.node(move.source)
+        keys = [store.key for store in stores]
+        # As the plan in force says now: a re-plan after the primary moved may keep A after all.
+        keeps = all(self._groups.has_role(key, move.source) for key in keys)
+        if source is None or not self._membership.is_alive(source):
+            outcome = "its node is gone"
+        else:
+            still_primary = any(key in source.primaries for key in keys)
+            holds = all(key in source.replicas_held for key in keys)
+            if not move.moves_primary:
+                outcome = "replicas in place" if self._replicas_settled(move, keys) else ""
+            elif not still_primary and holds == keeps:
+                outcome = "replica" if keeps else "dropped"
+            else:
+                outcome = ""
+        if not outcome and self._clock() - move._step_since <= self.settings.settle_timeout:
+            return
+        move.source_after = outcome or "pending (Spark unloads A's copy at its next maintenance)"
+        move.ended_at = self._clock()
+        self._record(move, Step.DONE, f"6. A's copy: {move.source_after}")
+
+    def _replicas_settled(self, move: HandOver, keys: list[str]) -> bool:
+        """Whether every node outside the final group dropped its replica and every member holds one."""
+        for record in self._membership.nodes():
+            if not self._membership.is_alive(record) or record.node_id == move.final.primary:
+                continue
+            holds = all(key in record.replicas_held for key in keys)
+            if holds != all(self._groups.has_role(key, record.node_id) for key in keys):
+                return False
+        return True
+
+    def _require_alive(self, move: HandOver) -> None:
+        target = self._membership.node(move.target)
+        if target is None or not self._membership.is_alive(target):
+            raise _Failed(f"target node {move.target} is dead")
+        if move.moves_primary and not (target.executor_id and target.executor_host):
+            raise _Failed(f"target node {move.target} has no known Spark executor to steer to")
+        source = self._membership.node(move.source)
+        if move.step is not Step.STEERED and (source is None or not self._membership.is_alive(source)):
+            raise _Failed(f"source node {move.source} is dead: failover takes over")
+
+    def _stores(self, task: str) -> list[PartitionRecord]:
+        return [p for p in self._membership.partitions() if task_partition_key(p.store) == task]
+
+    def _record(self, move: HandOver, step: Step, detail: str, level: int = logging.INFO) -> None:
+        now = self._clock()
+        if step is not move.step:
+            move._step_since = now
+        move.step = step
+        move.log.append(f"{now - self._origin:.2f}s {step}: {detail}")
+        log_event(
+            _log,
+            "handover_step",
+            level,
+            task=move.task,
+            step=str(step),
+            detail=detail,
+            version=move.effective_version or move.steered_at_version,
+        )
+
+
+class _Failed(Exception):
+    """A hand-over cannot go on; the message says why."""

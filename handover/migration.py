@@ -1,0 +1,148 @@
+"""Migration strategies: an operator command's hand-overs carried out batch after batch (Megaphone, seed
+000_41c3de605f32fc0b.txt; DESIGN.md section 4, "Migration strategies").
+
+`all-at-once` steers every move at the same micro-batch; `fluid` one move per micro-batch; `batched` in
+Megaphone's matched batches, where no node takes part in two moves of one batch (`placement.handover`). A
+strategy batch warms up its moves' targets, steers them together (so they share b*), and ends when each of its
+moves is promoted or failed; then the next one starts. Moves settle (step 6) in the background meanwhile.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from handover.handover import HandOver, HandOverProtocol, Step
+from placement import Move, Role, Strategy
+from placement.handover import plan_handover
+from statestore.rpc import control_pb2
+
+_TICK_SECONDS = 0.1
+
+
+def order_moves(moves: Sequence[HandOver], strategy: Strategy, move_bytes: Callable[[HandOver], int]) -> None:
+    """Number each move's strategy batch (`HandOver.batch`) by `strategy`; `move_bytes` is what a move ships."""
+    placement_moves = []
+    for index, move in enumerate(moves):
+        receiver = (
+            move.target if move.moves_primary else next((n for n in move.final.nodes if n != move.source), move.target)
+        )
+        placement_moves.append(
+            Move(
+                str(index),
+                Role.PRIMARY if move.moves_primary else Role.REPLICA,
+                move.source,
+                receiver,
+                move_bytes(move),
+                move.source,
+            )
+        )
+    plan = plan_handover(placement_moves, strategy)
+    for number, batch in enumerate(plan.batches):
+        for placed in batch:
+            moves[int(placed.partition)].batch = number
+
+
+class Migration:
+    """One operator command (move, drain, rebalance) carried out on a thread of its own."""
+
+    def __init__(
+        self,
+        operation_id: int,
+        kind: str,
+        strategy: Strategy,
+        moves: list[HandOver],
+        protocol: HandOverProtocol,
+        notes: list[str],
+        dry_run: bool = False,
+    ) -> None:
+        self.operation_id = operation_id
+        self.kind = kind
+        self.strategy = strategy
+        self.moves = moves
+        self.notes = notes
+        self.dry_run = dry_run
+        self._protocol = protocol
+        self._batches = max((m.batch for m in moves), default=-1) + 1
+        self._batch = 0
+        self._started = time.monotonic()
+        self._ended: float | None = time.monotonic() if dry_run or not moves else None
+        self._stopped = threading.Event()
+
+    def start(self) -> None:
+        """Carry the moves out on a daemon thread (nothing for a dry run)."""
+        if self._ended is None:
+            for move in self.moves:
+                self._protocol.decide(move)
+            threading.Thread(target=self._run, name=f"statestore-migration-{self.operation_id}", daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop at the next tick (the controller is stopping)."""
+        self._stopped.set()
+
+    @property
+    def running(self) -> bool:
+        """Whether moves are still being carried out."""
+        return self._ended is None
+
+    def _run(self) -> None:
+        for batch in range(self._batches):
+            self._batch = batch
+            current = [m for m in self.moves if m.batch == batch]
+            while not self._stopped.is_set() and not all(m.served for m in current):
+                ready = all(m.step in (Step.WARM, Step.STEERED) or m.served for m in current)
+                for move in self.moves:
+                    if move.batch < batch or move in current:
+                        self._protocol.advance(move, may_steer=ready)
+                self._stopped.wait(_TICK_SECONDS)
+        while not self._stopped.is_set() and not all(m.finished for m in self.moves):
+            for move in self.moves:
+                self._protocol.advance(move, may_steer=True)
+            self._stopped.wait(_TICK_SECONDS)
+        self._ended = time.monotonic()
+
+    def status(self) -> control_pb2.OperationStatus:
+        """The operation and each of its moves, as `statestore status` and `--wait` show them."""
+        if self.dry_run:
+            state = "planned"
+        elif self._ended is None:
+            state = "running"
+        else:
+            state = "failed" if any(m.step is Step.FAILED for m in self.moves) else "done"
+        failed = [m for m in self.moves if m.step is Step.FAILED]
+        reply = control_pb2.OperationStatus(
+            operation_id=self.operation_id,
+            kind=self.kind,
+            strategy=str(self.strategy),
+            state=state,
+            batches=self._batches,
+            batch=self._batch,
+            error=f"{len(failed)} of {len(self.moves)} move(s) failed" if failed else "",
+            seconds=(self._ended or time.monotonic()) - self._started,
+            notes=self.notes,
+        )
+        for move in self.moves:
+            reply.moves.append(
+                control_pb2.HandOverStatus(
+                    partition=move.task,
+                    source_node=move.source,
+                    target_node=move.target,
+                    target_executor=move.target_executor,
+                    final_group=list(move.final.nodes),
+                    step=str(move.step),
+                    batch=move.batch,
+                    steered_at_version=move.steered_at_version,
+                    effective_version=move.effective_version,
+                    attempts=move.attempts,
+                    load_source=move.load_source,
+                    loaded_from_version=move.loaded_from_version,
+                    load_millis=move.load_millis,
+                    seconds_to_promote=move.promoted_at - move.started_at if move.promoted_at else 0.0,
+                    seconds=(move.ended_at or time.monotonic()) - move.started_at if move.started_at else 0.0,
+                    log=move.log,
+                    error=move.error,
+                    source_after=move.source_after,
+                )
+            )
+        return reply

@@ -1,0 +1,281 @@
+"""Operator commands: `move`, `drain` and `rebalance` turned into hand-overs (handover.handover) and carried out
+by a strategy (handover.migration). Resolves the names an operator types, plans the target groups, keeps the
+operation running and the last ones done for `statestore status`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from handover.handover import HandOver, HandOverProtocol, HandOverSettings, SparkLevers
+from handover.migration import Migration, order_moves
+from placement import PartitionDemand, Placement, ReplicaGroup, Strategy
+from placement.primaries import balance_primaries
+from statestore.controller.membership import Membership, NodeRecord
+from statestore.controller.replica_groups import ReplicaGroups
+from statestore.partition_key import normalized_checkpoint_dir, task_partition_key, task_partition_key_of
+from statestore.rpc import control_pb2
+
+_KEPT = 8  # operations kept for status once done
+_PARTITION_SPEC = re.compile(r"^(?:(?P<operator>\d+)/)?(?P<partition>\d+)(?:/(?P<store>.+))?$")
+
+
+class OperationError(Exception):
+    """A command refused: `code` is the gRPC status, the message says what is wrong and what would do."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class PartitionMoveRequest:
+    """One `move`: task partition(s) named by `partition` (and `query`) to the executor `to_executor`."""
+
+    partition: str
+    to_executor: str
+    query: str = ""
+
+
+class Operations:
+    """Runs one operator command at a time and remembers the last ones."""
+
+    def __init__(self, membership: Membership, groups: ReplicaGroups, settings: HandOverSettings | None = None) -> None:
+        self._membership = membership
+        self._groups = groups
+        self.settings = settings or HandOverSettings()
+        self._levers: SparkLevers | None = None
+        self._lock = threading.Lock()
+        self._operations: list[Migration] = []
+        self._next_id = 1
+
+    def attach_spark(self, levers: SparkLevers) -> None:
+        """The driver's steering levers (without them, moves are refused: nothing could steer Spark)."""
+        self._levers = levers
+
+    # commands
+    def move(self, requests: Sequence[PartitionMoveRequest], strategy: str = "") -> control_pb2.OperationStatus:
+        """Move each named task partition's primary to the named executor."""
+        if not requests:
+            raise OperationError(grpc.StatusCode.INVALID_ARGUMENT, "move: name at least one partition")
+        plan = self._plan_in_force()
+        running = self._running_primaries()
+        moves, notes = [], []
+        for request in requests:
+            target = self.resolve_executor(request.to_executor, for_target=True)
+            for task in self.resolve_partition(request.partition, request.query):
+                source = running.get(task)
+                if source is None:
+                    raise OperationError(
+                        grpc.StatusCode.FAILED_PRECONDITION,
+                        f"partition {task} has no live primary now (failover is under way?): retry once it runs",
+                    )
+                if source == target.node_id:
+                    notes.append(f"{task}: already on executor {target.executor_id} (node {target.node_id})")
+                    continue
+                group = plan.get(task) if plan is not None else None
+                members = list(group.nodes) if group is not None else [source]
+                replicas = [n for n in members if n not in (source, target.node_id)]
+                if target.node_id in members:
+                    final = ReplicaGroup(target.node_id, (source, *replicas))  # A stays, as a replica
+                else:
+                    final = ReplicaGroup(target.node_id, tuple(replicas))  # A drops its copy
+                moves.append(HandOver(task, source, target.node_id, final, target.executor_id))
+        return self._start("move", strategy, moves, notes)
+
+    def drain(self, executor: str, strategy: str = "") -> control_pb2.OperationStatus:
+        """Move every primary and replica off `executor`."""
+        record = self.resolve_executor(executor, for_target=False)
+        if len(self._membership.live_node_ids()) - len(self._groups.draining() | {record.node_id}) < 1:
+            raise OperationError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"cannot drain executor {executor}: no other live executor would be left to take its partitions",
+            )
+        target = self._groups.target(None, exclude=frozenset({record.node_id}))
+        moves, notes = self._moves_to(target)
+        self._groups.drain(record.node_id)
+        notes.append(f"node {record.node_id} is kept out of every plan from now on")
+        return self._start("drain", strategy, moves, notes)
+
+    def rebalance(self, strategy: str = "", dry_run: bool = False) -> control_pb2.OperationStatus:
+        """Re-plan primaries and replicas (primaries not pinned) and carry out the moves."""
+        target = self._groups.target({})
+        if target is not None:
+            placement, running = target
+            fixed = frozenset(t for t in placement if t not in running)
+            target = (balance_primaries(placement, fixed), running)
+        moves, notes = self._moves_to(target)
+        if not moves:
+            notes.append("the placement in force is already balanced: nothing to move")
+        return self._start("rebalance", strategy, moves, notes, dry_run)
+
+    def status(self, operation_id: int = 0) -> control_pb2.OperationStatus:
+        """Operation `operation_id`'s status (0: the last one)."""
+        with self._lock:
+            found = [m for m in self._operations if operation_id in (0, m.operation_id)]
+        if not found:
+            raise OperationError(
+                grpc.StatusCode.NOT_FOUND,
+                f"no operation {operation_id}" if operation_id else "no operation was started yet",
+            )
+        return found[-1].status()
+
+    def recent(self) -> list[control_pb2.OperationStatus]:
+        """The running operation and the last ones done, oldest first."""
+        with self._lock:
+            operations = list(self._operations)
+        return [m.status() for m in operations]
+
+    def stop(self) -> None:
+        """Stop the running operation's thread (the controller is stopping)."""
+        with self._lock:
+            for migration in self._operations:
+                migration.stop()
+
+    # names
+    def resolve_executor(self, spec: str, for_target: bool) -> NodeRecord:
+        """The live node of Spark executor `spec` (or node id `spec`); clear errors otherwise."""
+        records = self._membership.nodes()
+        found = [r for r in records if r.executor_id == spec] or [r for r in records if r.node_id == spec]
+        known = ", ".join(f"{r.executor_id or '?'} (node {r.node_id})" for r in records) or "none"
+        if not found:
+            raise OperationError(grpc.StatusCode.NOT_FOUND, f"unknown executor {spec!r}: the controller knows {known}")
+        record = found[0]
+        if not self._membership.is_alive(record):
+            raise OperationError(
+                grpc.StatusCode.FAILED_PRECONDITION, f"executor {spec!r} (node {record.node_id}) is dead"
+            )
+        if for_target and record.node_id in self._groups.draining():
+            raise OperationError(
+                grpc.StatusCode.FAILED_PRECONDITION, f"executor {spec!r} (node {record.node_id}) is being drained"
+            )
+        if for_target and not (record.executor_id and record.executor_host):
+            raise OperationError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"node {record.node_id} has no known Spark executor: Spark cannot be steered to it",
+            )
+        return record
+
+    def resolve_partition(self, spec: str, query: str = "") -> list[str]:
+        """The task partitions `spec` names (see control.proto, PartitionMove), in one query."""
+        match = _PARTITION_SPEC.match(spec.strip())
+        if match is None:
+            raise OperationError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"partition {spec!r}: expected PARTITION, OPERATOR/PARTITION or OPERATOR/PARTITION/STORE",
+            )
+        tasks = sorted({task_partition_key(p.store) for p in self._membership.partitions()})
+        wanted_root = normalized_checkpoint_dir(query) if query else ""
+        found = []
+        for task in tasks:
+            ids, _, root = task.partition("@")
+            operator, _, partition = ids.partition("/")
+            if partition != match.group("partition"):
+                continue
+            if match.group("operator") is not None and operator != match.group("operator"):
+                continue
+            if wanted_root and root != wanted_root:
+                continue
+            found.append(task)
+        if not found:
+            raise OperationError(
+                grpc.StatusCode.NOT_FOUND,
+                f"unknown partition {spec!r}{f' in query {query}' if query else ''}: the controller knows "
+                f"{', '.join(tasks) if tasks else 'no partition yet (has the query committed a batch?)'}",
+            )
+        roots = sorted({task.partition("@")[2] for task in found})
+        if len(roots) > 1:
+            raise OperationError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"partition {spec!r} is in several queries ({', '.join(roots)}): name one with --query",
+            )
+        return found
+
+    # planning
+    def _plan_in_force(self) -> Placement | None:
+        return self._groups.current().placement
+
+    def _running_primaries(self) -> dict[str, str]:
+        """Task partition -> the live node its stores' primaries run on (the most of them)."""
+        votes: dict[str, dict[str, int]] = {}
+        live = set(self._membership.live_node_ids())
+        for p in self._membership.partitions():
+            if p.primary in live:
+                count = votes.setdefault(task_partition_key(p.store), {})
+                count[p.primary] = count.get(p.primary, 0) + 1
+        return {task: max(sorted(count), key=lambda n: count[n]) for task, count in votes.items()}
+
+    def _moves_to(self, target: tuple[Placement, dict[str, str]] | None) -> tuple[list[HandOver], list[str]]:
+        """The hand-overs that turn the groups in force into `target`'s."""
+        if target is None:
+            return [], ["no partition is placed yet (has the query committed a batch?)"]
+        placement, running = target
+        plan = self._plan_in_force()
+        executors = {r.node_id: r.executor_id for r in self._membership.nodes()}
+        moves, notes = [], []
+        for task, group in sorted(placement.items()):
+            source = running.get(task)
+            if source is None:
+                notes.append(f"{task}: no live primary (failover is under way?): left as it is")
+                continue
+            before = set(plan[task].nodes) if plan is not None and task in plan else {source}
+            if group.primary == source and set(group.nodes) == before:
+                continue
+            moves.append(HandOver(task, source, group.primary, group, executors.get(group.primary, "")))
+        return moves, notes
+
+    def _start(
+        self, kind: str, strategy: str, moves: list[HandOver], notes: list[str], dry_run: bool = False
+    ) -> control_pb2.OperationStatus:
+        try:
+            chosen = Strategy(strategy or Strategy.BATCHED)
+        except ValueError:
+            raise OperationError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"unknown strategy {strategy!r}: one of {', '.join(s.value for s in Strategy)}",
+            ) from None
+        if moves and not dry_run and self._levers is None:
+            raise OperationError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "this controller has no Spark driver to steer tasks with: moves need the controller that "
+                "spark_provider.enable() starts in the driver",
+            )
+        with self._lock:
+            if any(m.running for m in self._operations):
+                busy = next(m for m in self._operations if m.running)
+                raise OperationError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"operation {busy.operation_id} ({busy.kind}) is still running: wait for it "
+                    f"(statestore status) before starting another",
+                )
+            demands = self._groups.demands()
+            order_moves(moves, chosen, lambda m: _move_bytes(m, demands, self._membership))
+            protocol = HandOverProtocol(
+                self._membership,
+                self._groups,
+                self._levers or SparkLevers(lambda _d: None, lambda _d: ""),
+                self.settings,
+                time.monotonic,
+                time.monotonic(),
+            )
+            migration = Migration(self._next_id, kind, chosen, moves, protocol, notes, dry_run)
+            self._next_id += 1
+            self._operations = [*self._operations[-(_KEPT - 1) :], migration]
+        migration.start()
+        return migration.status()
+
+
+def _move_bytes(move: HandOver, demands: dict[str, PartitionDemand], membership: Membership) -> int:
+    """What a move ships: one increment to a target that holds a replica, else the whole state."""
+    demand = demands.get(move.task)
+    if demand is None:
+        return 0
+    target = membership.node(move.target)
+    warm = target is not None and any(task_partition_key_of(k) == move.task for k in target.replicas_held)
+    return demand.increment_bytes if warm else demand.size_bytes + demand.increment_bytes
