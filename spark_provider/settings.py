@@ -53,9 +53,18 @@ SETTINGS: tuple[Setting, ...] = (
             "Whether a state node without a replica of a partition a task loads may fetch a peer's copy over the "
             "network: `auto` (only when the checkpoint location is not a local file system: a remote object store "
             "is slower than a peer), `always`, `never`."),
+    Setting("partial_merge", PREFIX + "partialMerge", "true",
+            "Whether a load from the state node's replica that lacks only the last increment (a hand-over: the "
+            "previous primary's last increment still on its way) starts the batch at once: its writes go to an "
+            "overlay while that increment is applied in the background, and reads wait until the key's value is "
+            "known. `false`: the load applies the increment first."),
+    Setting("close_wait_ms", PREFIX + "closeWaitMs", "120000",
+            "Longest a provider Spark unloads (its partition moved to another executor) waits for a task of this "
+            "executor still using its store to commit or abort before closing it."),
     Setting("faults_file", PREFIX + "faultsFile", None,
-            "Tests only: a file that arms one of the provider's fault points (`<point> kill [<partition>]`, points "
-            "`load`, `commit`, `committed`); the first task reaching that point deletes it and kills its executor."),
+            "Tests only: a file arming the provider's fault points, one a line (`<point> kill [<partition>]` or "
+            "`<point> delay <millis> [<partition>]`; points `load`, `commit`, `committed`, `last-increment`, "
+            "`last-increment-apply`); the first task reaching that point deletes it and acts."),
     Setting("forget_after_seconds", PREFIX + "forgetAfterSeconds", "60",
             "For the controller `enable()` starts: a partition no node claims any more (its query stopped and "
             "Spark unloaded its stores) is forgotten after this long, and its replicas are deleted."),

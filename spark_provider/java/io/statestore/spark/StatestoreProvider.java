@@ -90,6 +90,8 @@ public final class StatestoreProvider implements StateStoreProvider {
   private long staleAbove = Long.MAX_VALUE;
   /** A store able to write is open (between getStore and its commit or abort); guarded by the monitor. */
   private boolean writerOpen;
+  /** The task thread that opened the writer (a close from that very thread cannot wait for it). */
+  private Thread writerThread;
   private boolean closing;
   private volatile Future<?> pendingSnapshot;
   private volatile LastCommit lastCommit = new LastCommit(0, 0, 0, 0, 0, 0);
@@ -189,6 +191,7 @@ public final class StatestoreProvider implements StateStoreProvider {
       // the load below needs the store whole.
       if (!current.settlePartial()) localDirty = true;
     }
+    if (local == null && channel != null) takeOverFromPrevious();
     byte[] wanted = CheckpointIds.lineageOf(uniqueId, storeIdString, version);
     StateLoader.Loaded loaded;
     try {
@@ -223,6 +226,7 @@ public final class StatestoreProvider implements StateStoreProvider {
     current = new StatestoreStore(this, local, version, pending == null ? null : new PartialMerge(pending, local));
     Faults.at(settings.faultsFile, "load", storeId.partitionId(), storeIdString);
     writerOpen = true;
+    writerThread = Thread.currentThread();
     if (pending == null) local.beginBatch(); // else once the increment is applied (PartialMerge)
     if (channel != null) {
       LAST_OWNER.put(partitionKey(), this);
@@ -236,6 +240,43 @@ public final class StatestoreProvider implements StateStoreProvider {
       }
     }
     return current;
+  }
+
+  /**
+   * A provider Spark unloaded stays open until its executor's maintenance closes it (60 s by default), and Spark
+   * may load the same partition again here meanwhile in a new provider: a task of the batch that was in flight
+   * when the driver moved the partition away (a hand-over), or a move back. That provider's directory is this
+   * one's own directory in all but name, so the new provider takes its store over when it is idle and clean
+   * (no open writer, no snapshot under way), instead of asking the node, whose copy it is, or the checkpoint
+   * location. Call with the monitor.
+   */
+  private void takeOverFromPrevious() {
+    StatestoreProvider previous = LAST_OWNER.get(partitionKey());
+    if (previous == null || previous == this) return;
+    Yielded yielded = previous.yieldLocal();
+    if (yielded == null) return;
+    local = yielded.store();
+    localDir = yielded.dir();
+    localDirty = false;
+    LOG.info("statestore: {} takes over the idle store (version {}) of this executor's previous provider of the "
+        + "partition, which Spark unloaded", storeIdString, local.version());
+  }
+
+  /** An idle, clean local store and its directory, given away to a newer provider of the same partition. */
+  private record Yielded(LocalStore store, File dir) {}
+
+  private synchronized Yielded yieldLocal() {
+    LocalStore store = local;
+    Future<?> snapshot = pendingSnapshot;
+    if (store == null || localDirty || writerOpen || store.hasUncommittedChanges() || store.lineage() == null
+        || (snapshot != null && !snapshot.isDone())) {
+      return null;
+    }
+    Yielded yielded = new Yielded(store, localDir);
+    local = null; // this provider's close then neither closes nor deletes it
+    localDir = null;
+    current = null;
+    return yielded;
   }
 
   /** Who runs this partition's task now, in Spark's terms (the driver steers the next task with it). */
@@ -468,6 +509,7 @@ public final class StatestoreProvider implements StateStoreProvider {
     synchronized (this) {
       closing = true; // a snapshot waiting for a quiet point gives up
       notifyAll();
+      awaitWriter();
     }
     // Not under the monitor: the background snapshot takes it.
     Future<?> pending = pendingSnapshot;
@@ -502,6 +544,35 @@ public final class StatestoreProvider implements StateStoreProvider {
       } else {
         if (localDir != null) LocalDirs.deleteRecursively(localDir);
         if (owner) channel.released(storeIdString, checkpoint.dir.toString(), sidecarSpec);
+      }
+    }
+  }
+
+  /**
+   * Spark unloads a provider its coordinator places on another executor, and in Spark 4 it may do so while a task
+   * of this executor still uses the provider's store: a task that loaded the partition before the driver moved it
+   * (a planned hand-over steers the next batch while one is running), or a stream-stream join's task whose later
+   * store loads report the earlier ones inactive. Closing under that task would fail it, so the close waits until
+   * the store is committed or aborted (as Spark's RocksDB provider waits for the task holding its instance), up to
+   * {@code closeWaitMs}; the close that follows hands a clean directory to the node as usual. Call with the monitor.
+   */
+  private void awaitWriter() {
+    if (!writerOpen || writerThread == Thread.currentThread()) return;
+    long deadline = System.nanoTime() + settings.closeWaitMs * 1_000_000L;
+    LOG.info("statestore: close of {} waits for the task using its store version {} to commit or abort",
+        storeIdString, current == null ? -1 : current.version());
+    while (writerOpen) {
+      long left = (deadline - System.nanoTime()) / 1_000_000L;
+      if (left <= 0) {
+        LOG.warn("statestore: close of {} gave up waiting for its open store after {} ms", storeIdString,
+            settings.closeWaitMs);
+        return;
+      }
+      try {
+        wait(left);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
       }
     }
   }
