@@ -58,9 +58,6 @@ SETTINGS: tuple[Setting, ...] = (
             "previous primary's last increment still on its way) starts the batch at once: its writes go to an "
             "overlay while that increment is applied in the background, and reads wait until the key's value is "
             "known. `false`: the load applies the increment first."),
-    Setting("close_wait_ms", PREFIX + "closeWaitMs", "120000",
-            "Longest a provider Spark unloads (its partition moved to another executor) waits for a task of this "
-            "executor still using its store to commit or abort before closing it."),
     Setting("faults_file", PREFIX + "faultsFile", None,
             "Tests only: a file arming the provider's fault points, one a line (`<point> kill [<partition>]` or "
             "`<point> delay <millis> [<partition>]`; points `load`, `commit`, `committed`, `last-increment`, "

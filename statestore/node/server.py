@@ -137,7 +137,13 @@ class StateNode:
         self.replicas.open_existing()
         self.materializer = Materializer(self.settings, self.replicas, self.shipper.is_primary)
         replication_pb2_grpc.add_ReplicationServicer_to_server(
-            ReplicationService(self.settings, self.replicas, self.increment_log, self.shipper.is_primary),
+            ReplicationService(
+                self.settings,
+                self.replicas,
+                self.increment_log,
+                self.shipper.is_primary,
+                self.shipper.awaits_local_release,
+            ),
             server,
         )
         replication_pb2_grpc.add_PrimaryServicer_to_server(PrimaryService(self.shipper), server)

@@ -35,11 +35,13 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         replicas: ReplicaSet,
         log: IncrementLog,
         is_primary: Callable[[common_pb2.StoreRef], bool],
+        awaits_local_release: Callable[[common_pb2.StoreRef], bool] = lambda _store: False,
     ) -> None:
         self._settings = settings
         self._replicas = replicas
         self._log = log
         self._is_primary = is_primary
+        self._awaits_local_release = awaits_local_release
 
     def Ship(
         self, request_iterator: Iterator[replication_pb2.ShipRequest], context: grpc.ServicerContext
@@ -56,6 +58,18 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
                     status=replication_pb2.ACK_FAILED,
                     replica_node=self._settings.identity,
                     detail=f"{self._settings.identity} is the primary of {blob.store.store_id} now",
+                )
+                continue
+            if self._replicas.get(blob.store) is None and self._awaits_local_release(blob.store):
+                # A hand-over moved the partition away and its store here is still open in the provider: it
+                # becomes this replica when Spark closes it (DEMOTE), at the cost of nothing; the shipper
+                # retries meanwhile, and the replica fills whatever it missed once adopted.
+                yield replication_pb2.ShipAck(
+                    held=common_pb2.VersionHeld(store=blob.store, version=0),
+                    version=blob.version,
+                    status=replication_pb2.ACK_FAILED,
+                    replica_node=self._settings.identity,
+                    detail=f"{self._settings.identity} awaits its provider's store of {blob.store.store_id} (DEMOTE)",
                 )
                 continue
             replica = self._replicas.get_or_create(blob.store)

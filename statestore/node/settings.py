@@ -53,6 +53,11 @@ class NodeSettings:
     bootstrap_min_gap: int = 16
     bootstrap_bytes_per_second: int = 64 * MIB
     bootstrap_chunk_bytes: int = 256 * 1024
+    # After the controller demotes this node from a partition its provider still has open (a hand-over moved the
+    # task away), increments shipped to it for that partition are refused this long while the provider's store is
+    # awaited (Spark closes it at its next maintenance, then the node adopts it: DEMOTE), rather than bootstrapping a
+    # replica from scratch meanwhile.
+    adopt_wait_seconds: float = 60.0
     # Deadline of one call to a peer (pull, bootstrap, controller).
     peer_timeout: float = 10.0
     # A peer load (a provider here asks for a partition this node holds no replica of) streams the peer's

@@ -361,6 +361,9 @@ class Shipper:
         self._partitions: dict[str, _PrimaryPartition] = {}
         self._links: dict[str, ReplicaLink] = {}
         self._demoted: dict[str, int] = {}  # partition key -> version the controller demoted this node at
+        # Partition key -> when the controller demoted this node from it while its local provider still had it
+        # open: the provider's store is on its way here (DEMOTE at its close).
+        self._awaiting_release: dict[str, float] = {}
 
     def ship(
         self,
@@ -483,6 +486,7 @@ class Shipper:
     def _claim(self, key: str, store: common_pb2.StoreRef) -> tuple[_PrimaryPartition, bool]:
         """This node is primary of partition `key` from now on (lock held): its record, and whether it is new."""
         self._demoted.pop(key, None)
+        self._awaiting_release.pop(key, None)
         partition = self._partitions.get(key)
         if partition is not None:
             return partition, False
@@ -566,6 +570,7 @@ class Shipper:
                 if partition is None or partition.version > claim.version:
                     continue
                 self._demoted[key] = claim.version
+                self._awaiting_release[key] = time.monotonic()
                 demoted += self._stop_primary(key, "another node committed it more recently")
             self._retire_unwanted_links()
         return demoted
@@ -573,9 +578,18 @@ class Shipper:
     def release(self, store: common_pb2.StoreRef) -> bool:
         """The local primary unloaded the partition: stop being its primary. Returns whether this node was."""
         with self._cond:
+            self._awaiting_release.pop(partition_key(store), None)
             released = self._stop_primary(partition_key(store), "released by the local primary")
             self._retire_unwanted_links()
         return bool(released)
+
+    def awaits_local_release(self, store: common_pb2.StoreRef) -> bool:
+        """Whether this node was demoted from the partition while its local provider still has it open, within
+        `adopt_wait_seconds`: a replica of it should wait for that provider's store (DEMOTE) rather than be
+        bootstrapped."""
+        with self._cond:
+            since = self._awaiting_release.get(partition_key(store))
+            return since is not None and time.monotonic() - since < self._settings.adopt_wait_seconds
 
     def is_primary(self, store: common_pb2.StoreRef) -> bool:
         """Whether this node is the primary of the partition `store` names."""

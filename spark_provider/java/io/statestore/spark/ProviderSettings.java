@@ -33,9 +33,6 @@ final class ProviderSettings {
    * {@link PartialMerge}). Off: the load applies it first.
    */
   final boolean partialMerge;
-  /** Longest a provider's close waits for a task still using its store (Spark unloads a moved partition's
-   * provider while a task of the batch in flight may still use it). */
-  final long closeWaitMs;
   /** Tests only: the file that arms a fault point ({@link Faults}); null: no fault point is ever checked. */
   final String faultsFile;
 
@@ -58,7 +55,6 @@ final class ProviderSettings {
     peerFetch = get(confs, "peerFetch", "auto").toLowerCase(java.util.Locale.ROOT);
     faultsFile = emptyToNull(get(confs, "faultsFile", ""));
     partialMerge = Boolean.parseBoolean(get(confs, "partialMerge", "true"));
-    closeWaitMs = Long.parseLong(get(confs, "closeWaitMs", "120000"));
     if (!java.util.Set.of("auto", "always", "never").contains(peerFetch)) {
       throw new IllegalArgumentException("statestore: " + PREFIX + "peerFetch is '" + peerFetch
           + "'; expected auto, always or never");

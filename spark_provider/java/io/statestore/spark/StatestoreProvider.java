@@ -90,8 +90,14 @@ public final class StatestoreProvider implements StateStoreProvider {
   private long staleAbove = Long.MAX_VALUE;
   /** A store able to write is open (between getStore and its commit or abort); guarded by the monitor. */
   private boolean writerOpen;
-  /** The task thread that opened the writer (a close from that very thread cannot wait for it). */
-  private Thread writerThread;
+  /** Spark closed this provider while a task still used its store: close once it commits or aborts. */
+  private boolean closeDeferred;
+  private static final java.util.concurrent.ExecutorService DEFERRED_CLOSER =
+      java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+        Thread t = new Thread(r, "statestore-deferred-close");
+        t.setDaemon(true);
+        return t;
+      });
   private boolean closing;
   private volatile Future<?> pendingSnapshot;
   private volatile LastCommit lastCommit = new LastCommit(0, 0, 0, 0, 0, 0);
@@ -226,7 +232,6 @@ public final class StatestoreProvider implements StateStoreProvider {
     current = new StatestoreStore(this, local, version, pending == null ? null : new PartialMerge(pending, local));
     Faults.at(settings.faultsFile, "load", storeId.partitionId(), storeIdString);
     writerOpen = true;
-    writerThread = Thread.currentThread();
     if (pending == null) local.beginBatch(); // else once the increment is applied (PartialMerge)
     if (channel != null) {
       LAST_OWNER.put(partitionKey(), this);
@@ -348,6 +353,7 @@ public final class StatestoreProvider implements StateStoreProvider {
     } finally {
       writerOpen = false;
       notifyAll(); // a background snapshot may be waiting for this quiet point
+      closeIfDeferred();
     }
   }
 
@@ -471,7 +477,16 @@ public final class StatestoreProvider implements StateStoreProvider {
     } finally {
       writerOpen = false;
       notifyAll();
+      closeIfDeferred();
     }
+  }
+
+  /** The close Spark asked for while the store was in use, now that it is not (call with the monitor; the close
+   * itself runs on another thread: it waits for a background snapshot, which needs the monitor). */
+  private void closeIfDeferred() {
+    if (!closeDeferred) return;
+    closeDeferred = false;
+    DEFERRED_CLOSER.execute(this::close);
   }
 
   @Override
@@ -507,9 +522,20 @@ public final class StatestoreProvider implements StateStoreProvider {
   @Override
   public void close() {
     synchronized (this) {
+      if (writerOpen) {
+        // Spark unloads a provider its coordinator places on another executor, and in Spark 4 it may do so
+        // while a task of this executor still uses the store (from that task's own thread, or the maintenance
+        // thread): a task that loaded the partition before the driver moved it (a planned hand-over steers the
+        // next batch while one runs), or a stream-stream join's task whose later store loads report its earlier
+        // stores inactive. Closing under that task would crash it, so the close happens once the store is
+        // committed or aborted (as Spark's RocksDB provider waits for the task holding its instance).
+        closeDeferred = true;
+        LOG.info("statestore: close of {} deferred until the task using its store version {} commits or aborts",
+            storeIdString, current == null ? -1 : current.version());
+        return;
+      }
       closing = true; // a snapshot waiting for a quiet point gives up
       notifyAll();
-      awaitWriter();
     }
     // Not under the monitor: the background snapshot takes it.
     Future<?> pending = pendingSnapshot;
@@ -544,35 +570,6 @@ public final class StatestoreProvider implements StateStoreProvider {
       } else {
         if (localDir != null) LocalDirs.deleteRecursively(localDir);
         if (owner) channel.released(storeIdString, checkpoint.dir.toString(), sidecarSpec);
-      }
-    }
-  }
-
-  /**
-   * Spark unloads a provider its coordinator places on another executor, and in Spark 4 it may do so while a task
-   * of this executor still uses the provider's store: a task that loaded the partition before the driver moved it
-   * (a planned hand-over steers the next batch while one is running), or a stream-stream join's task whose later
-   * store loads report the earlier ones inactive. Closing under that task would fail it, so the close waits until
-   * the store is committed or aborted (as Spark's RocksDB provider waits for the task holding its instance), up to
-   * {@code closeWaitMs}; the close that follows hands a clean directory to the node as usual. Call with the monitor.
-   */
-  private void awaitWriter() {
-    if (!writerOpen || writerThread == Thread.currentThread()) return;
-    long deadline = System.nanoTime() + settings.closeWaitMs * 1_000_000L;
-    LOG.info("statestore: close of {} waits for the task using its store version {} to commit or abort",
-        storeIdString, current == null ? -1 : current.version());
-    while (writerOpen) {
-      long left = (deadline - System.nanoTime()) / 1_000_000L;
-      if (left <= 0) {
-        LOG.warn("statestore: close of {} gave up waiting for its open store after {} ms", storeIdString,
-            settings.closeWaitMs);
-        return;
-      }
-      try {
-        wait(left);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        return;
       }
     }
   }
