@@ -1,0 +1,451 @@
+"""Planned hand-over's pieces without Spark or processes: `balance_primaries` (role swaps inside groups),
+`order_moves` (strategy batches), the names `Operations` resolves and the commands it refuses, what `hold`,
+`release`, `adopt` and `drain` do to the replica groups in force, and the `statestore move|drain|rebalance`
+command line against a controller started in-process. Membership is fed real heartbeat protos."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_node_harness import FakeClock
+
+from handover.handover import HandOver
+from handover.migration import order_moves
+from placement import Placement, ReplicaGroup, Strategy
+from placement.primaries import balance_primaries
+from statestore.controller.membership import Membership
+from statestore.controller.operations import OperationError, Operations, PartitionMoveRequest
+from statestore.controller.replica_groups import ReplicaGroups
+from statestore.controller.server import Controller
+from statestore.partition_key import partition_key, task_partition_key
+from statestore.rpc import common_pb2, control_pb2
+
+ROOT = "/data/q/checkpoint"
+OTHER_ROOT = "/data/other/checkpoint"
+
+
+# ------------------------------------------------------------------------------------------ balance_primaries
+
+
+def primary_counts(placement: Placement) -> Counter:
+    nodes = {node for group in placement.values() for node in group.nodes}
+    count = Counter(dict.fromkeys(nodes, 0))
+    count.update(group.primary for group in placement.values())
+    return count
+
+
+def spread(placement: Placement) -> int:
+    count = primary_counts(placement)
+    return max(count.values()) - min(count.values()) if count else 0
+
+
+def node_sets(placement: Placement) -> dict[str, frozenset[str]]:
+    return {task: frozenset(group.nodes) for task, group in placement.items()}
+
+
+def skewed(partitions: int, nodes: list[str]) -> Placement:
+    """Every primary on nodes[0]; replicas round-robin over the others."""
+    others = nodes[1:]
+    return Placement(
+        {
+            f"p{i:02d}": ReplicaGroup(nodes[0], (others[i % len(others)], others[(i + 1) % len(others)]))
+            for i in range(partitions)
+        }
+    )
+
+
+def test_a_skewed_placement_gets_balanced_primaries_by_role_swaps() -> None:
+    before = skewed(12, ["a", "b", "c", "d"])
+    assert spread(before) == 12
+    after = balance_primaries(before)
+    assert spread(after) <= 1, primary_counts(after)
+    assert node_sets(after) == node_sets(before)  # only roles swap: no copy moves
+    assert all(len(group.replicas) == 2 for group in after.values())
+    assert balance_primaries(before) == after  # deterministic
+    assert balance_primaries(after) == after  # balanced stays as it is
+
+
+def test_fixed_partitions_keep_their_primary() -> None:
+    before = skewed(8, ["a", "b", "c"])
+    fixed = frozenset({"p00", "p01", "p02"})
+    after = balance_primaries(before, fixed)
+    assert all(after[p].primary == "a" for p in fixed)
+    assert node_sets(after) == node_sets(before)
+    # The five free partitions even the rest out: a keeps its three fixed ones, b and c take the others.
+    assert primary_counts(after) == Counter({"a": 3, "b": 3, "c": 2}) or primary_counts(after) == Counter(
+        {"a": 3, "b": 2, "c": 3}
+    )
+
+
+def test_balance_stops_where_no_swap_can_help() -> None:
+    """Node c holds no copy of any partition whose primary is on a: it cannot take a primary from a by a swap."""
+    before = Placement(
+        {
+            "p0": ReplicaGroup("a", ("b",)),
+            "p1": ReplicaGroup("a", ("b",)),
+            "p2": ReplicaGroup("a", ("b",)),
+            "p3": ReplicaGroup("a", ("b",)),
+            "p4": ReplicaGroup("c", ("d",)),
+        }
+    )
+    after = balance_primaries(before)
+    assert primary_counts(after)["a"] == 2 and primary_counts(after)["b"] == 2
+    assert node_sets(after) == node_sets(before)
+
+
+@st.composite
+def placements(draw: st.DrawFn) -> Placement:
+    nodes = [f"n{i}" for i in range(draw(st.integers(2, 6)))]
+    replicas = draw(st.integers(0, min(2, len(nodes) - 1)))
+    groups = {}
+    for i in range(draw(st.integers(0, 15))):
+        members = draw(st.permutations(nodes))[: replicas + 1]
+        groups[f"p{i:02d}"] = ReplicaGroup(members[0], tuple(members[1:]))
+    return Placement(groups)
+
+
+@settings(max_examples=150, deadline=None)
+@given(placement=placements(), data=st.data())
+def test_balancing_keeps_every_group_and_never_widens_the_spread(placement: Placement, data: st.DataObject) -> None:
+    fixed = frozenset(data.draw(st.sets(st.sampled_from(sorted(placement)))) if placement else set())
+    after = balance_primaries(placement, fixed)
+    assert node_sets(after) == node_sets(placement)
+    assert all(after[p].primary == placement[p].primary for p in fixed)
+    assert spread(after) <= spread(placement)
+    assert balance_primaries(placement, fixed) == after
+    # No swap is left that would narrow the gap: no free partition whose primary has two more than a member.
+    count = primary_counts(after)
+    for task, group in after.items():
+        if task not in fixed:
+            assert all(count[r] + 1 >= count[group.primary] for r in group.replicas), (task, group, count)
+
+
+# ---------------------------------------------------------------------------------------------- order_moves
+
+
+def primary_move(task: str, source: str, target: str) -> HandOver:
+    return HandOver(task, source, target, ReplicaGroup(target, (source,)))
+
+
+def batches(moves: list[HandOver]) -> list[list[HandOver]]:
+    out: dict[int, list[HandOver]] = {}
+    for move in moves:
+        out.setdefault(move.batch, []).append(move)
+    assert sorted(out) == list(range(len(out))), "batches are numbered from 0 without gaps"
+    return [out[b] for b in sorted(out)]
+
+
+def some_moves() -> list[HandOver]:
+    """A bipartite case: senders a and b, receivers c, d and e; a takes part in three moves."""
+    return [
+        primary_move("t0", "a", "c"),
+        primary_move("t1", "a", "d"),
+        primary_move("t2", "a", "e"),
+        primary_move("t3", "b", "c"),
+        primary_move("t4", "b", "d"),
+    ]
+
+
+def test_all_at_once_is_one_batch() -> None:
+    moves = some_moves()
+    order_moves(moves, Strategy.ALL_AT_ONCE, lambda _m: 10)
+    assert len(batches(moves)) == 1
+
+
+def test_fluid_is_one_move_a_batch() -> None:
+    moves = some_moves()
+    order_moves(moves, Strategy.FLUID, lambda _m: 10)
+    assert [len(b) for b in batches(moves)] == [1] * len(moves)
+
+
+def test_batched_never_has_a_node_twice_in_a_batch_and_needs_as_many_batches_as_the_busiest_node() -> None:
+    moves = some_moves()
+    order_moves(moves, Strategy.BATCHED, lambda m: 100 if m.task == "t0" else 10)
+    planned = batches(moves)
+    for batch in planned:
+        busy = [node for move in batch for node in (move.source, move.target)]
+        assert len(busy) == len(set(busy)), batch
+    most = max(Counter(n for m in moves for n in (m.source, m.target)).values())
+    assert most == 3 and len(planned) == most
+
+
+def test_batched_counts_the_receiving_replica_of_a_replica_only_change() -> None:
+    """Without a primary move (source == target) the node that receives is the final group's new member."""
+    moves = [
+        HandOver("t0", "a", "a", ReplicaGroup("a", ("c",))),
+        HandOver("t1", "b", "b", ReplicaGroup("b", ("c",))),
+        HandOver("t2", "b", "b", ReplicaGroup("b", ("d",))),
+    ]
+    order_moves(moves, Strategy.BATCHED, lambda _m: 10)
+    planned = batches(moves)
+    assert len(planned) == 2
+    for batch in planned:
+        receivers = [m.final.replicas[0] for m in batch]
+        senders = [m.source for m in batch]
+        assert len(set(receivers)) == len(receivers) and len(set(senders)) == len(senders)
+
+
+# --------------------------------------------------------------------------------- membership from heartbeats
+
+
+def store(store_id: str, root: str = ROOT) -> common_pb2.StoreRef:
+    operator, partition, name = store_id.split("/")
+    suffix = "" if name == "default" else f"/{name}"
+    return common_pb2.StoreRef(store_id=store_id, checkpoint_dir=f"{root}/state/{operator}/{partition}{suffix}")
+
+
+def beat(
+    membership: Membership,
+    node: str,
+    primaries: list[common_pb2.StoreRef] = (),
+    replicas: list[common_pb2.StoreRef] = (),
+    executor: bool = True,
+) -> None:
+    """A heartbeat of `node` (serving Spark executor `node` unless `executor` is false)."""
+    membership.heartbeat(
+        control_pb2.HeartbeatRequest(
+            node=control_pb2.NodeRef(
+                node_id=node,
+                address=f"{node}:1",
+                executor_id=node if executor else "",
+                executor_host="10.0.0.1" if executor else "",
+            ),
+            primaries=[control_pb2.PrimaryReport(store=s, version=3) for s in primaries],
+            replicas_held=[common_pb2.VersionHeld(store=s, version=3) for s in replicas],
+        )
+    )
+
+
+def key(store_id: str, root: str = ROOT) -> str:
+    return partition_key(store(store_id, root))
+
+
+def task(store_id: str, root: str = ROOT) -> str:
+    return task_partition_key(store(store_id, root))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def membership(clock: FakeClock) -> Membership:
+    """Node a runs partitions 0 and 1 of query ROOT and 0 of OTHER_ROOT; b replicates them; c is idle; d has no
+    executor."""
+    m = Membership(dead_after=3.0, clock=clock)
+    beat(m, "a", primaries=[store("0/0/default"), store("0/1/default"), store("0/0/default", OTHER_ROOT)])
+    beat(m, "b", replicas=[store("0/0/default"), store("0/1/default")])
+    beat(m, "c")
+    beat(m, "d", executor=False)
+    return m
+
+
+def refused(call) -> OperationError:
+    with pytest.raises(OperationError) as raised:
+        call()
+    return raised.value
+
+
+def test_an_unknown_partition_is_refused_naming_the_known_ones(membership: Membership) -> None:
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    error = refused(lambda: operations.resolve_partition("7"))
+    assert error.code is grpc.StatusCode.NOT_FOUND
+    assert "unknown partition '7'" in str(error)
+    assert task("0/0/default") in str(error) and task("0/1/default") in str(error)
+    error = refused(lambda: operations.resolve_partition("3/1"))  # partition 1 exists, operator 3 does not
+    assert error.code is grpc.StatusCode.NOT_FOUND and "unknown partition '3/1'" in str(error)
+
+
+def test_an_unknown_partition_on_an_empty_controller_says_none_is_known() -> None:
+    empty = Membership(dead_after=3.0, clock=FakeClock())
+    error = refused(lambda: Operations(empty, ReplicaGroups(empty, q=1)).resolve_partition("0"))
+    assert "no partition yet" in str(error)
+
+
+def test_a_partition_in_two_queries_asks_for_the_query(membership: Membership) -> None:
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    error = refused(lambda: operations.resolve_partition("0"))
+    assert error.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert "several queries" in str(error) and "--query" in str(error)
+    assert ROOT in str(error) and OTHER_ROOT in str(error)
+    assert operations.resolve_partition("0", query=ROOT) == [task("0/0/default")]
+    assert operations.resolve_partition("0/0", query=f"file:{OTHER_ROOT}/") == [task("0/0/default", OTHER_ROOT)]
+    assert operations.resolve_partition(" 1 ") == [task("0/1/default")]
+    error = refused(lambda: operations.resolve_partition("0", query="/no/such/query"))
+    assert error.code is grpc.StatusCode.NOT_FOUND and "in query /no/such/query" in str(error)
+
+
+@pytest.mark.parametrize("spec", ["", "x", "0/", "/0", "a/1"])
+def test_a_partition_spec_of_bad_syntax_says_what_is_expected(membership: Membership, spec: str) -> None:
+    error = refused(lambda: Operations(membership, ReplicaGroups(membership, q=1)).resolve_partition(spec))
+    assert error.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert "expected PARTITION, OPERATOR/PARTITION or OPERATOR/PARTITION/STORE" in str(error)
+
+
+def test_executors_are_resolved_with_clear_refusals(membership: Membership, clock: FakeClock) -> None:
+    groups = ReplicaGroups(membership, q=1)
+    operations = Operations(membership, groups)
+    assert operations.resolve_executor("c", for_target=True).node_id == "c"
+    error = refused(lambda: operations.resolve_executor("9", for_target=True))
+    assert error.code is grpc.StatusCode.NOT_FOUND
+    assert "unknown executor '9'" in str(error) and "a (node a)" in str(error) and "? (node d)" in str(error)
+    error = refused(lambda: operations.resolve_executor("d", for_target=True))
+    assert error.code is grpc.StatusCode.FAILED_PRECONDITION and "no known Spark executor" in str(error)
+    assert operations.resolve_executor("d", for_target=False).node_id == "d"  # a source needs none
+    groups.drain("c")
+    error = refused(lambda: operations.resolve_executor("c", for_target=True))
+    assert error.code is grpc.StatusCode.FAILED_PRECONDITION and "is being drained" in str(error)
+    clock.now = 10.0
+    for node in ("a", "b", "d"):
+        beat(membership, node, executor=node != "d")
+    error = refused(lambda: operations.resolve_executor("c", for_target=False))
+    assert error.code is grpc.StatusCode.FAILED_PRECONDITION and "(node c) is dead" in str(error)
+
+
+def test_a_move_without_a_spark_driver_is_refused(membership: Membership) -> None:
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    error = refused(lambda: operations.move([PartitionMoveRequest("1", "c")]))
+    assert error.code is grpc.StatusCode.FAILED_PRECONDITION and "no Spark driver" in str(error)
+    assert refused(lambda: operations.status()).code is grpc.StatusCode.NOT_FOUND  # nothing was started
+    error = refused(lambda: operations.move([]))
+    assert error.code is grpc.StatusCode.INVALID_ARGUMENT
+    error = refused(lambda: operations.move([PartitionMoveRequest("1", "c")], strategy="sideways"))
+    assert error.code is grpc.StatusCode.INVALID_ARGUMENT and "unknown strategy 'sideways'" in str(error)
+    # A move to where the partition runs already moves nothing: a note, and no Spark needed.
+    status = operations.move([PartitionMoveRequest("1", "a")])
+    assert not status.moves and "already on executor a" in status.notes[0]
+
+
+# ------------------------------------------------------------------------------------------ replica groups
+
+
+def test_hold_fixes_a_group_until_release(membership: Membership) -> None:
+    groups = ReplicaGroups(membership, q=1)
+    partition, t = key("0/1/default"), task("0/1/default")
+    planned = groups.choose_replica_group(partition, "a")
+    assert len(planned) == 1 and planned[0] in ("b", "c", "d")
+    groups.hold(t, ("a", "c", "d"))  # the old and the new members while the move runs
+    assert groups.held(t) == ("a", "c", "d")
+    assert groups.choose_replica_group(partition, "a") == ["c", "d"]  # more than q while held
+    assert groups.choose_replica_group(partition, "c") == ["a", "d"]  # the new primary keeps the old one
+    assert groups.has_role(partition, "d") is True and groups.has_role(partition, "b") is False
+    other = key("0/1/other")  # another store of the same task partition is held with it
+    assert groups.choose_replica_group(other, "a") == ["c", "d"]
+    groups.release(t)
+    assert groups.held(t) is None
+    assert groups.choose_replica_group(partition, "a") == planned
+
+
+def test_adopt_makes_a_target_the_plan_in_force(membership: Membership) -> None:
+    groups = ReplicaGroups(membership, q=1)
+    partition, t = key("0/0/default"), task("0/0/default")
+    before = groups.choose_replica_group(partition, "a")
+    wanted = "c" if before != ["c"] else "b"
+    groups.adopt({t: ReplicaGroup("a", (wanted,))})
+    assert groups.choose_replica_group(partition, "a") == [wanted]
+    assert groups.has_role(partition, wanted) is True
+    groups.adopt({t: ReplicaGroup("a", ("b", "c"))})  # not q replicas: ignored
+    assert groups.choose_replica_group(partition, "a") == [wanted]
+    groups.adopt({"9/9@/nowhere": ReplicaGroup("a", ("b",))})  # not placed: ignored
+    assert groups.has_role(key("9/9/default", "/nowhere"), "a") is None
+
+
+def test_a_drained_node_leaves_every_group_at_once_and_is_not_treated_as_lost(
+    membership: Membership, clock: FakeClock
+) -> None:
+    """Re-replication waits after a loss; a drain is no loss: its roles are placed elsewhere at once."""
+    groups = ReplicaGroups(membership, q=1, rereplication_delay=30.0)
+    partitions = [key("0/0/default"), key("0/1/default"), key("0/0/default", OTHER_ROOT)]
+    assert groups.current().note == ""
+    holders = {node for p in partitions for node in groups.choose_replica_group(p, "a")}
+    drained = sorted(holders)[0]
+    groups.drain(drained)
+    assert groups.draining() == frozenset({drained})
+    plan = groups.current()
+    assert plan.note == "" and plan.lost == frozenset(), plan.note
+    for p in partitions:
+        replicas = groups.choose_replica_group(p, "a")
+        assert len(replicas) == 1 and drained not in replicas
+        assert groups.has_role(p, drained) is False
+    # A node that stops heartbeating is a loss: its roles stay empty while re-replication waits.
+    lost = next(n for p in partitions for n in groups.choose_replica_group(p, "a"))
+    clock.now = 5.0
+    for node in {"a", "b", "c", "d"} - {lost}:
+        beat(
+            membership,
+            node,
+            primaries=[store("0/0/default"), store("0/1/default"), store("0/0/default", OTHER_ROOT)]
+            if node == "a"
+            else [],
+            executor=node != "d",
+        )
+    plan = groups.current()
+    assert lost in plan.lost and "waits" in plan.note, plan.note
+
+
+def test_drain_refuses_to_leave_no_live_executor() -> None:
+    m = Membership(dead_after=3.0, clock=FakeClock())
+    beat(m, "a", primaries=[store("0/0/default")])
+    error = refused(lambda: Operations(m, ReplicaGroups(m, q=1)).drain("a"))
+    assert error.code is grpc.StatusCode.FAILED_PRECONDITION and "no other live executor" in str(error)
+
+
+# ------------------------------------------------------------------------------------------------- the CLI
+
+
+@pytest.fixture(scope="module")
+def controller() -> Iterator[Controller]:
+    server = Controller("127.0.0.1:0", dead_after=600.0, forget_after=600.0)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop(grace=0.5)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "statestore.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_rebalance_dry_run_on_an_empty_controller_notes_it_and_succeeds(controller: Controller) -> None:
+    result = run_cli("rebalance", "--dry-run", "--controller", f"127.0.0.1:{controller.port}")
+    assert result.returncode == 0, result.stderr
+    assert "rebalance (batched), planned, 0 move(s)" in result.stdout
+    assert "note: no partition is placed yet" in result.stdout
+
+
+def test_cli_move_names_what_is_unknown(controller: Controller) -> None:
+    address = f"127.0.0.1:{controller.port}"
+    result = run_cli("move", "0", "--to", "9", "--controller", address)
+    assert result.returncode == 1
+    assert "statestore move: move: unknown executor '9': the controller knows none" in result.stderr
+    beat(controller.membership, "a", primaries=[store("0/0/default")])
+    beat(controller.membership, "b")
+    result = run_cli("move", "5", "--to", "b", "--controller", address)
+    assert result.returncode == 1
+    assert f"unknown partition '5': the controller knows {task('0/0/default')}" in result.stderr
+    result = run_cli("move", "0", "--to", "9", "--controller", address)
+    assert result.returncode == 1 and "a (node a), b (node b)" in result.stderr
+    result = run_cli("move", "0", "--to", "b", "--controller", address)
+    assert result.returncode == 1 and "no Spark driver" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_says_when_the_controller_is_unreachable() -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = run_cli("drain", "1", "--controller", f"127.0.0.1:{port}")
+    assert result.returncode == 1
+    assert f"controller 127.0.0.1:{port} unreachable" in result.stderr
+    assert "Traceback" not in result.stderr
