@@ -38,6 +38,7 @@ from test_replica_groups_spark_harness import (
     wait_converged,
 )
 
+import spark_provider
 from spark_provider import move, rebalance
 from spark_provider.local_cluster import kill_executor
 from spark_provider.progress import load_sources
@@ -154,11 +155,21 @@ def test_move_and_every_rebalance_strategy_under_an_aggregation(tmp_path: Path) 
                 counts = Counter(primaries(status(address), query).values())
                 assert max(counts.values()) - min(counts.values(), default=0) <= 1 and len(counts) == 3, counts
 
+            # Drain an executor under the aggregation: it keeps no role, and every partition still loads warm.
+            drained_node = sorted(executors_by_node(address))[0]
+            with feeding([query]):
+                drained = spark_provider.drain(executors_by_node(address)[drained_node], controller=address)
+            assert_moves_loaded_from_replicas(drained)
+            after = status(address)
+            assert drained_node not in primaries(after, query).values()
+            assert all(drained_node not in held for held in replicas_by_partition(after, query).values())
+
             shown = run_statestore_status(address)
-            assert "MOVES" in shown and "rebalance (batched), done" in shown, shown
+            assert "MOVES" in shown and "rebalance (batched), done" in shown and "drain (batched), done" in shown
             query.feed(1)
             query.wait_processed()
             groups = wait_converged(address, query, 1, 90)
+            assert drained_node not in {n for held in groups.values() for n in held}
             assert assert_replicas_identical(tmp_path, query, groups) > 0
             assert_no_checkpoint_loads(query, warm_batch)
         finally:
@@ -186,6 +197,12 @@ def test_a_join_moves_then_its_drained_executor_dies_without_a_checkpoint_load(t
             task_stores = [s for s in primaries(status(address), join) if task_of(s) == task_of(store_id)]
             assert len(task_stores) == 4 and {primaries(status(address), join)[s] for s in task_stores} == {outsider}
             assert "warming up" in "\n".join(moved.moves[0].log)
+
+            # Rebalance the join (its four stores per task partition move together).
+            with feeding([join]):
+                balanced = rebalance("fluid", controller=address)
+            assert_moves_loaded_from_replicas(balanced)
+            counts = Counter(primaries(status(address), join).values())
 
             # Drain the busiest executor, then kill it: nothing loads from the checkpoint location.
             victim = max(sorted(counts), key=lambda n: counts[n])

@@ -570,7 +570,8 @@ class Shipper:
                 if partition is None or partition.version > claim.version:
                     continue
                 self._demoted[key] = claim.version
-                self._awaiting_release[key] = time.monotonic()
+                if partition.place is not None and partition.place.run_id:  # a provider here has it open
+                    self._awaiting_release[key] = time.monotonic()
                 demoted += self._stop_primary(key, "another node committed it more recently")
             self._retire_unwanted_links()
         return demoted

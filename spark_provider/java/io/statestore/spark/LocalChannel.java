@@ -78,6 +78,7 @@ final class LocalChannel {
   private final AtomicLong queuedBytes = new AtomicLong();
   private final AtomicLong dropped = new AtomicLong();
   private SocketChannel connection; // sender thread only
+  private volatile Pending sending; // the frame the sender thread is handing over now
   private volatile long connections;
   private long failures; // sender thread only
 
@@ -301,6 +302,7 @@ final class LocalChannel {
    */
   ChannelFrames.Materialized materialize(String storeId, String checkpointDir, long version, File targetDir,
       boolean allowPeer, long timeoutMs) throws IOException {
+    awaitHandOversOf(storeId, timeoutMs);
     ByteBuffer frame = ChannelFrames.materialize(storeId, checkpointDir, version, targetDir.getAbsolutePath(),
         allowPeer, timeoutMs);
     try (SocketChannel c = open()) {
@@ -316,6 +318,31 @@ final class LocalChannel {
     }
   }
 
+  /**
+   * Waits (up to {@code timeoutMs}) until the DEMOTE and RELEASED notices of {@code storeId} queued or being sent
+   * have reached the node: a provider of this JVM that Spark just closed hands the node its store, and a load of
+   * the same partition asking the node for its copy must find it adopted, not the node still its primary.
+   */
+  private void awaitHandOversOf(String storeId, long timeoutMs) {
+    java.util.List<CompletableFuture<ChannelFrames.Reply>> waits = new java.util.ArrayList<>();
+    Pending current = sending;
+    if (current != null && isHandOverOf(current, storeId)) waits.add(current.done());
+    for (Pending p : queue) {
+      if (isHandOverOf(p, storeId)) waits.add(p.done());
+    }
+    if (waits.isEmpty()) return;
+    try {
+      CompletableFuture.allOf(waits.toArray(new CompletableFuture[0])).get(timeoutMs, TimeUnit.MILLISECONDS);
+    } catch (Exception e) {
+      LOG.info("statestore: materialize of {} goes ahead before the node heard of its hand-over: {}", storeId,
+          e.toString());
+    }
+  }
+
+  private static boolean isHandOverOf(Pending p, String storeId) {
+    return p.notice() && p.storeId().equals(storeId) && ("demotion".equals(p.what()) || "release".equals(p.what()));
+  }
+
   private void run() {
     while (true) {
       Pending p;
@@ -324,6 +351,7 @@ final class LocalChannel {
       } catch (InterruptedException e) {
         return;
       }
+      sending = p;
       queuedBytes.addAndGet(-p.bytes());
       ChannelFrames.Reply reply = null;
       try {
@@ -344,6 +372,7 @@ final class LocalChannel {
       } finally {
         if (p.cleanup() != null) LocalDirs.deleteRecursively(p.cleanup());
       }
+      sending = null;
       p.done().complete(reply);
     }
   }

@@ -252,12 +252,13 @@ public final class StatestoreProvider implements StateStoreProvider {
    * may load the same partition again here meanwhile in a new provider: a task of the batch that was in flight
    * when the driver moved the partition away (a hand-over), or a move back. That provider's directory is this
    * one's own directory in all but name, so the new provider takes its store over when it is idle and clean
-   * (no open writer, no snapshot under way), instead of asking the node, whose copy it is, or the checkpoint
-   * location. Call with the monitor.
+   * (no open writer, no snapshot under way) and of the same query run, instead of asking the node, whose copy it
+   * is, or the checkpoint location. Call with the monitor.
    */
   private void takeOverFromPrevious() {
     StatestoreProvider previous = LAST_OWNER.get(partitionKey());
-    if (previous == null || previous == this) return;
+    // The same query run only: a restarted query loads as a new run does (its own checks of the checkpoint).
+    if (previous == null || previous == this || !previous.runId.equals(runId)) return;
     Yielded yielded = previous.yieldLocal();
     if (yielded == null) return;
     local = yielded.store();
