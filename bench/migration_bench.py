@@ -9,9 +9,11 @@ Each provider runs in a Spark application of its own on local-cluster[3,1,1024] 
    count, a sum and a 64-byte incompressible value;
 2. per strategy (`all-at-once`, `fluid`, `batched`), one after another in the same application:
    - **steady**: micro-batches updating 20,000 random existing keys; their median duration;
-   - **migration**: half of the partitions (four) move to another executor. Ours: `spark_provider.move` with the
-     strategy, each partition to the executor holding its replica (the hand-over protocol: warm, steer, one
-     increment); micro-batches go on at full speed meanwhile, until the operation is done. Spark's: the same
+   - **migration**: half of the partitions (four) move to another executor, chosen so that no executor holds
+     more partitions afterwards than the busiest one before (each partition is a stateful task: an executor with
+     one task more slows every micro-batch for either provider). Ours: `spark_provider.move` with the strategy,
+     each partition to the executor holding its replica (the hand-over protocol: warm, steer, one increment);
+     micro-batches go on at full speed meanwhile, until every moved partition is served. Spark's: the same
      strategy's batches of moves (`placement.handover`: all at once, one per micro-batch, or Megaphone's matched
      batches in which no executor takes part in two moves), each forced by reporting the partitions active on
      their new executors to Spark's StateStoreCoordinator, which then reload them there from the checkpoint
@@ -32,6 +34,7 @@ Prints a table, writes the JSON (`{"strategies": {"<name>": {"ours_steady_ms", "
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -40,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -249,28 +253,49 @@ def wait_replicas_caught_up(spark: Any, timeout: float = 900) -> None:
         time.sleep(0.5)
 
 
-def chosen_partitions(strategy_index: int) -> list[int]:
-    """Half of the partitions, a different half for each strategy."""
-    return [
-        p for p in range(PARTITIONS) if (p // (1 if strategy_index == 2 else 2) + strategy_index) % 2 == 0
-    ][: PARTITIONS // 2]
+def balanced_moves(
+    primaries: dict[int, str], candidates: dict[int, list[str]], avoid: set[int]
+) -> dict[int, str]:
+    """Half of the partitions, each to one of its candidate executors, such that no executor holds more
+    partitions afterwards than the busiest one does now (a stateful task per partition: an executor with one more
+    makes every later micro-batch slower, for either provider); partitions in `avoid` (moved by the previous
+    strategy) as few as possible. Deterministic."""
+    count = Counter(primaries.values())
+    bound = max(count.values())
+    best: tuple | None = None
+    for chosen in itertools.combinations(sorted(primaries), PARTITIONS // 2):
+        for targets in itertools.product(*(candidates[p] for p in chosen)):
+            after = Counter(count)
+            for p, t in zip(chosen, targets, strict=True):
+                after[primaries[p]] -= 1
+                after[t] += 1
+            if max(after.values()) > bound:
+                continue
+            rank = (len(set(chosen) & avoid), chosen, targets)
+            if best is None or rank < best:
+                best = rank
+    if best is None:
+        raise RuntimeError(f"no balanced set of moves among {candidates}")
+    return dict(zip(best[1], best[2], strict=True))
 
 
 # ----------------------------------------------------------------------------- one migration
 
 
-def migrate_ours(spark: Any, feeder: Feeder, partitions: list[int], strategy: str, run: Migration) -> None:
+def migrate_ours(spark: Any, feeder: Feeder, avoid: set[int], strategy: str, run: Migration) -> set[int]:
+    """Moves half of the partitions, each to the executor holding its replica; returns the partitions moved."""
     import spark_provider
     from statestore.controller.client import ControlClient
 
     wait_replicas_caught_up(spark)
     reply = controller_status(spark)
     executors = {n.node.node_id: n.node.executor_id for n in reply.nodes if n.alive}
-    targets = {}
-    for p in reply.partitions:
-        partition = int(p.store.store_id.split("/")[1])
-        if partition in partitions and p.replicas:
-            targets[f"0/{partition}"] = executors[p.replicas[0].node_id]
+    primaries = {int(p.store.store_id.split("/")[1]): executors[p.primary_node] for p in reply.partitions}
+    candidates = {
+        int(p.store.store_id.split("/")[1]): [executors[r.node_id] for r in p.replicas] for p in reply.partitions
+    }
+    chosen = balanced_moves(primaries, candidates, avoid)
+    targets = {f"0/{p}": executor for p, executor in chosen.items()}
     started = time.monotonic()
     status = spark_provider.move(targets, strategy=strategy, wait=False)
     with ControlClient(spark.conf.get("spark.sql.streaming.stateStore.statestore.controller")) as client:
@@ -300,19 +325,19 @@ def migrate_ours(spark: Any, feeder: Feeder, partitions: list[int], strategy: st
                 "seconds_to_promote": round(move.seconds_to_promote, 3),
             }
         )
+    return set(chosen)
 
 
-def migrate_spark(spark: Any, query: Any, root: Path, feeder: Feeder, partitions: list[int], strategy: str,
-                  run: Migration) -> None:  # fmt: skip
+def migrate_spark(spark: Any, query: Any, root: Path, feeder: Feeder, avoid: set[int], strategy: str,
+                  run: Migration) -> set[int]:  # fmt: skip
+    """Moves half of the partitions to other executors, as balanced as ours; returns the partitions moved."""
     located = partition_locations(spark, query, root)
     hosts = {executor: host for executor, host in located.values()}
-    executors = sorted(hosts)
-    moves = []
-    for p in partitions:
-        source = located[p][0]
-        target = executors[(executors.index(source) + 1) % len(executors)]
-        moves.append(Move(str(p), Role.PRIMARY, source, target, 1, source))
-    plan = plan_handover(moves, strategy)
+    primaries = {p: executor for p, (executor, _) in located.items()}
+    candidates = {p: [e for e in sorted(hosts) if e != source] for p, source in primaries.items()}
+    chosen = balanced_moves(primaries, candidates, avoid)
+    moves = [Move(str(p), Role.PRIMARY, primaries[p], target, 1, primaries[p]) for p, target in chosen.items()]
+    plan = plan_handover(moves, strategy, Counter(primaries.values()))
     started = time.monotonic()
     for number, batch in enumerate(plan.batches):
         left = {int(m.partition): m.target for m in batch}
@@ -331,6 +356,7 @@ def migrate_spark(spark: Any, query: Any, root: Path, feeder: Feeder, partitions
                  "done": int(m.partition) not in left}
             )  # fmt: skip
     run.seconds = time.monotonic() - started
+    return set(chosen)
 
 
 # ----------------------------------------------------------------------------- one application
@@ -358,16 +384,16 @@ def run_one(provider: str, keys: int, work: Path) -> Run:
         query = start_query(spark, root, run.digests)
         feeder = Feeder(query, root, keys)
         feeder.load(keys, LOAD_KEYS_PER_BATCH, provider)
-        for index, strategy in enumerate(STRATEGIES):
+        moved: set[int] = set()
+        for strategy in STRATEGIES:
             migration = run.migrations[strategy] = Migration(strategy)
             for _ in range(STEADY_BATCHES):
                 migration.steady_ms.append(duration(feeder.update()))
             log(f"{provider} {strategy}: steady median {migration.steady_median:.0f} ms; migrating")
-            partitions = chosen_partitions(index)
             if provider == "ours":
-                migrate_ours(spark, feeder, partitions, strategy, migration)
+                moved = migrate_ours(spark, feeder, moved, strategy, migration)
             else:
-                migrate_spark(spark, query, root, feeder, partitions, strategy, migration)
+                moved = migrate_spark(spark, query, root, feeder, moved, strategy, migration)
             for _ in range(AFTER_BATCHES):
                 migration.after_ms.append(duration(feeder.update()))
             log(f"{provider} {strategy}: {len(migration.during_ms)} micro-batches, {migration.seconds:.1f}s, max "

@@ -274,9 +274,11 @@ class HandOverProtocol:
             )
             self._adopt_final(move)
             return
-        elsewhere = self._missed(move, stores, target)
         committed = max((s.report.version for s in stores if s.primary != move.target), default=0)
-        if elsewhere and committed > move.resteered_at:
+        # Spark's coordinator is asked (through the driver's JVM) only once a batch committed elsewhere since
+        # the last steer: not every tick.
+        elsewhere = self._missed(move, stores, target) if committed > move.resteered_at else ""
+        if elsewhere:
             # A task that loaded p after the steer re-reported its own executor. The batch in flight when the move
             # was steered may do so (its tasks were placed before) and commits steered_at_version + 1; every later
             # version committed elsewhere is a batch Spark ran elsewhere anyway: a missed batch. Steering again

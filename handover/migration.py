@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from handover.handover import HandOver, HandOverProtocol, Step
 from placement import Move, Role, Strategy
@@ -21,8 +21,15 @@ from statestore.rpc import control_pb2
 _TICK_SECONDS = 0.1
 
 
-def order_moves(moves: Sequence[HandOver], strategy: Strategy, move_bytes: Callable[[HandOver], int]) -> None:
-    """Number each move's strategy batch (`HandOver.batch`) by `strategy`; `move_bytes` is what a move ships."""
+def order_moves(
+    moves: Sequence[HandOver],
+    strategy: Strategy,
+    move_bytes: Callable[[HandOver], int],
+    primaries: Mapping[str, int] | None = None,
+) -> None:
+    """Number each move's strategy batch (`HandOver.batch`) by `strategy`; `move_bytes` is what a move ships;
+    `primaries` (node -> task partitions whose primary it holds now) orders the batches so that no executor runs
+    more stateful tasks in a micro-batch of the migration than before or after it (`placement.handover`)."""
     placement_moves = []
     for index, move in enumerate(moves):
         receiver = (
@@ -38,7 +45,7 @@ def order_moves(moves: Sequence[HandOver], strategy: Strategy, move_bytes: Calla
                 move.source,
             )
         )
-    plan = plan_handover(placement_moves, strategy)
+    plan = plan_handover(placement_moves, strategy, primaries)
     for number, batch in enumerate(plan.batches):
         for placed in batch:
             moves[int(placed.partition)].batch = number

@@ -9,10 +9,11 @@ moves any one node takes part in; `HandoverPlan.lower_bound` reports it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from placement.groups import Role
 from placement.matching import maximum_matching
 from placement.moves import Move
 
@@ -51,16 +52,55 @@ class HandoverPlan:
         }
 
 
-def plan_handover(moves: Sequence[Move], strategy: Strategy | str = Strategy.BATCHED) -> HandoverPlan:
-    """Group `moves` into batches by `strategy`."""
+def plan_handover(
+    moves: Sequence[Move], strategy: Strategy | str = Strategy.BATCHED, primaries: Mapping[str, int] | None = None
+) -> HandoverPlan:
+    """Group `moves` into batches by `strategy`.
+
+    With `primaries` (node -> primaries it holds now), the batches are ordered so that, after each one, no
+    node holds more primary moves' worth of primaries than the most any node holds before or after the whole
+    plan, where such an order exists (else the order that keeps the busiest node least busy, batch by batch). In
+    Spark a primary is a task slot: a node that receives a partition before it gives one away runs one task
+    more in that micro-batch, and the micro-batch waits for it.
+    """
     strategy = Strategy(strategy)
     if not moves:
         return HandoverPlan(strategy, ())
     if strategy is Strategy.ALL_AT_ONCE:
         return HandoverPlan(strategy, (tuple(moves),))
-    if strategy is Strategy.FLUID:
-        return HandoverPlan(strategy, tuple((move,) for move in moves))
-    return HandoverPlan(strategy, tuple(_matched_batches(moves)))
+    batches = [(move,) for move in moves] if strategy is Strategy.FLUID else _matched_batches(moves)
+    if primaries is not None:
+        batches = _balanced_order(batches, primaries)
+    return HandoverPlan(strategy, tuple(batches))
+
+
+def _balanced_order(batches: list[tuple[Move, ...]], primaries: Mapping[str, int]) -> list[tuple[Move, ...]]:
+    """`batches` reordered greedily: next, the batch that leaves the busiest node least busy (ties: plan order)."""
+    count = Counter(primaries)
+    final = Counter(primaries)
+    for batch in batches:
+        _apply(final, batch)
+    bound = max([*count.values(), *final.values()], default=0)
+    left = list(batches)
+    ordered = []
+    while left:
+
+        def peak(batch: tuple[Move, ...]) -> int:
+            after = Counter(count)
+            _apply(after, batch)
+            return max(max(after.values(), default=0), bound)
+
+        best = min(range(len(left)), key=lambda i: (peak(left[i]), i))
+        _apply(count, left[best])
+        ordered.append(left.pop(best))
+    return ordered
+
+
+def _apply(count: Counter, batch: tuple[Move, ...]) -> None:
+    for move in batch:
+        if move.role is Role.PRIMARY and move.source is not None and move.target is not None:
+            count[move.source] -= 1
+            count[move.target] += 1
 
 
 def _matched_batches(moves: Sequence[Move]) -> list[tuple[Move, ...]]:

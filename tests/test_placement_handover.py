@@ -105,3 +105,24 @@ def test_matching_through_a_blossom() -> None:
     edges = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 0), (4, 5)]
     matching = maximum_matching(6, edges)
     assert len(matching) == 3
+
+
+def test_batches_are_ordered_so_that_no_node_runs_more_tasks_than_before_or_after() -> None:
+    # a: 3 primaries, b: 3, c: 2. In plan order a->b first would leave b with 4 tasks for a micro-batch.
+    moves = [
+        Move("p1", Role.PRIMARY, "a", "b", 10, "a"),
+        Move("p2", Role.PRIMARY, "b", "c", 10, "b"),
+    ]
+    plain = plan_handover(moves, "fluid")
+    assert [m.partition for m in plain.moves] == ["p1", "p2"]
+    balanced = plan_handover(moves, "fluid", {"a": 3, "b": 3, "c": 2})
+    assert [m.partition for m in balanced.moves] == ["p2", "p1"]
+    count = {"a": 3, "b": 3, "c": 2}
+    for batch in balanced.batches:
+        for move in batch:
+            count[move.source] -= 1
+            count[move.target] += 1
+        assert max(count.values()) <= 3, count
+    batched = plan_handover(moves, "batched", {"a": 3, "b": 3, "c": 2})
+    assert sorted(m.partition for m in batched.moves) == ["p1", "p2"]
+    assert all(len({n for m in b for n in m.participants}) == 2 * len(b) for b in batched.batches)

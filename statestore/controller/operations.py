@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -255,7 +256,8 @@ class Operations:
                     f"(statestore status) before starting another",
                 )
             demands = self._groups.demands()
-            order_moves(moves, chosen, lambda m: _move_bytes(m, demands, self._membership))
+            primaries = Counter(self._running_primaries().values())
+            order_moves(moves, chosen, lambda m: _move_bytes(m, demands, self._membership), primaries)
             protocol = HandOverProtocol(
                 self._membership,
                 self._groups,
