@@ -156,6 +156,10 @@ def start_spark(provider: str, root: Path) -> Any:
         # maintenance also uploads snapshots sooner.
         .config("spark.sql.streaming.stateStore.maintenanceInterval", "10s")
     )
+    events = os.environ.get("MIGRATION_BENCH_EVENT_LOG")  # a directory: Spark's event logs (per task timing)
+    if events:
+        Path(events).mkdir(parents=True, exist_ok=True)
+        builder = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", events)
     if provider == "ours":
         builder = spark_provider.enable(builder, replication_factor=1, local_dir=str(root / "local"))
     else:
