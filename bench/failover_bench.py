@@ -48,10 +48,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as importing statestore does, before grpc loads
 
+from aggregation_workload import start_digest_aggregation, write_keys_file  # noqa: E402
+
 import statestore  # noqa: E402,F401  (gRPC settings first)
-from spark_provider.file_feed import publish  # noqa: E402
 from spark_provider.local_cluster import executor_pids, kill_executor  # noqa: E402
 from spark_provider.progress import files_processed  # noqa: E402
 
@@ -138,31 +140,11 @@ class Run:
 
 
 def write_file(folder: Path, index: int, keys: list[int]) -> None:
-    """Input file `index`: one row per key, `{"k": key, "v": index}`, named and timed in feeding order."""
-    publish(folder, index, "".join(f'{{"k": {k}, "v": {index}}}\n' for k in keys))
+    write_keys_file(folder, index, keys)
 
 
 def start_query(spark: Any, root: Path, digests: dict[int, list]) -> Any:
-    """Per key: count, sum, and a 1 KiB incompressible value; every batch's output reduced to a digest."""
-    from pyspark.sql import functions as F
-
-    key = F.col("k").cast("string")
-    value = F.unhex(F.concat(*[F.sha2(F.concat(key, F.lit(f"-{i}")), 256) for i in range(VALUE_BYTES // 32)]))
-
-    def digest(batch: Any, batch_id: int) -> None:
-        row = batch.agg(F.count("*"), F.sum("n"), F.sum("s"), F.sum(F.crc32("p"))).collect()[0]
-        digests[batch_id] = [None if x is None else int(x) for x in row]
-
-    stream = spark.readStream.schema("k long, v long").option("maxFilesPerTrigger", 1).json(str(root / "input"))
-    return (
-        stream.groupBy("k")
-        .agg(F.count("*").alias("n"), F.sum("v").alias("s"), F.max(value).alias("p"))
-        .writeStream.outputMode("update")
-        .foreachBatch(digest)
-        .option("checkpointLocation", str(root / "checkpoint"))
-        .trigger(processingTime="0 seconds")
-        .start()
-    )
+    return start_digest_aggregation(spark, root, digests, VALUE_BYTES)
 
 
 def processed(query: Any) -> int:
