@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as importing statestore does, before grpc loads
 
 from aggregation_workload import start_digest_aggregation, write_keys_file  # noqa: E402
+from text_table import print_table_rows  # noqa: E402
 
 import statestore  # noqa: E402,F401  (gRPC settings first)
 from spark_provider.local_cluster import executor_pids, kill_executor  # noqa: E402
@@ -447,10 +448,7 @@ def print_table(result: dict[str, Any]) -> None:
         rows.append((f"{int(size) / GB:.2f} GB", f"{s['ours_restore_ms']:.0f} ms", f"{s['spark_restore_ms']:.0f} ms",
                      f"{s['restore_ratio']}", f"{s['ours_stall_ms']:.0f} ms", f"{s['spark_stall_ms']:.0f} ms",
                      f"{s['stall_ratio']}", s["ours_source"], str(s["results_match"])))
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+    print_table_rows(header, rows)
     print(json.dumps(result["verdict"]))
 
 

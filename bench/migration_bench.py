@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as importing statestore does, before grpc loads
 
 from aggregation_workload import start_digest_aggregation, write_keys_file  # noqa: E402
+from text_table import print_table_rows  # noqa: E402
 
 import statestore  # noqa: E402,F401  (gRPC settings first)
 from placement import Move, Role  # noqa: E402
@@ -483,10 +484,7 @@ def print_table(result: dict[str, Any]) -> None:
                      f"{s['duration_batches']}/{s['spark_duration_batches']}",
                      f"{s['ours_duration_seconds']}/{s['spark_duration_seconds']}", f"{s['bytes_per_move']}",
                      f"{s['increment_bytes_mean']}", f"{s['state_bytes_per_partition']}"))  # fmt: skip
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+    print_table_rows(header, rows)
     print(json.dumps(result["verdict"]))
 
 
