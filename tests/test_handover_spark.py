@@ -218,6 +218,10 @@ def test_a_join_moves_then_its_drained_executor_dies_without_a_checkpoint_load(t
                 60,
                 "the drained node to drop its replicas",
             )
+            join.feed(1)
+            join.wait_processed()
+            groups = wait_converged(address, join, 1, 90)
+            assert assert_replicas_identical(tmp_path, join, groups) > 0
             kill_executor(victim)
             join.feed(3)
             join.wait_processed(180)

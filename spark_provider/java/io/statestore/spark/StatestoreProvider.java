@@ -92,6 +92,8 @@ public final class StatestoreProvider implements StateStoreProvider {
   private boolean writerOpen;
   /** Spark closed this provider while a task still used its store: close once it commits or aborts. */
   private boolean closeDeferred;
+  /** Tasks that got a store of this provider and have not ended yet; guarded by the monitor. */
+  private int tasksUsing;
   private static final java.util.concurrent.ExecutorService DEFERRED_CLOSER =
       java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
         Thread t = new Thread(r, "statestore-deferred-close");
@@ -232,6 +234,18 @@ public final class StatestoreProvider implements StateStoreProvider {
     current = new StatestoreStore(this, local, version, pending == null ? null : new PartialMerge(pending, local));
     Faults.at(settings.faultsFile, "load", storeId.partitionId(), storeIdString);
     writerOpen = true;
+    org.apache.spark.TaskContext task = org.apache.spark.TaskContext.get();
+    if (task != null) {
+      // Spark reads the store's metrics after its commit, in the same task: a close Spark asks for meanwhile
+      // waits for the task's end, not only for the commit.
+      tasksUsing++;
+      task.addTaskCompletionListener(new org.apache.spark.util.TaskCompletionListener() {
+        @Override
+        public void onTaskCompletion(org.apache.spark.TaskContext context) {
+          taskEnded();
+        }
+      });
+    }
     if (pending == null) local.beginBatch(); // else once the increment is applied (PartialMerge)
     if (channel != null) {
       LAST_OWNER.put(partitionKey(), this);
@@ -274,8 +288,8 @@ public final class StatestoreProvider implements StateStoreProvider {
   private synchronized Yielded yieldLocal() {
     LocalStore store = local;
     Future<?> snapshot = pendingSnapshot;
-    if (store == null || localDirty || writerOpen || store.hasUncommittedChanges() || store.lineage() == null
-        || (snapshot != null && !snapshot.isDone())) {
+    if (store == null || localDirty || writerOpen || tasksUsing > 0 || store.hasUncommittedChanges()
+        || store.lineage() == null || (snapshot != null && !snapshot.isDone())) {
       return null;
     }
     Yielded yielded = new Yielded(store, localDir);
@@ -484,8 +498,13 @@ public final class StatestoreProvider implements StateStoreProvider {
 
   /** The close Spark asked for while the store was in use, now that it is not (call with the monitor; the close
    * itself runs on another thread: it waits for a background snapshot, which needs the monitor). */
+  private synchronized void taskEnded() {
+    tasksUsing--;
+    closeIfDeferred();
+  }
+
   private void closeIfDeferred() {
-    if (!closeDeferred) return;
+    if (!closeDeferred || writerOpen || tasksUsing > 0) return;
     closeDeferred = false;
     DEFERRED_CLOSER.execute(this::close);
   }
@@ -523,15 +542,16 @@ public final class StatestoreProvider implements StateStoreProvider {
   @Override
   public void close() {
     synchronized (this) {
-      if (writerOpen) {
+      if (writerOpen || tasksUsing > 0) {
         // Spark unloads a provider its coordinator places on another executor, and in Spark 4 it may do so
         // while a task of this executor still uses the store (from that task's own thread, or the maintenance
         // thread): a task that loaded the partition before the driver moved it (a planned hand-over steers the
         // next batch while one runs), or a stream-stream join's task whose later store loads report its earlier
-        // stores inactive. Closing under that task would crash it, so the close happens once the store is
-        // committed or aborted (as Spark's RocksDB provider waits for the task holding its instance).
+        // stores inactive. Closing under that task would crash it (Spark reads the store's metrics after its
+        // commit), so the close happens once the task ends (as Spark's RocksDB provider waits for the task
+        // holding its instance).
         closeDeferred = true;
-        LOG.info("statestore: close of {} deferred until the task using its store version {} commits or aborts",
+        LOG.info("statestore: close of {} deferred until the task using its store version {} ends",
             storeIdString, current == null ? -1 : current.version());
         return;
       }
