@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyspark
 from test_failover_spark import EVENTS, SIDED_EVENTS, SPARK_CONF, warm
 from test_failover_spark_harness import (
     RecordedQuery,
@@ -86,12 +87,24 @@ def assert_moves_loaded_from_replicas(operation: object) -> None:
             assert moved.effective_version > 0 and moved.attempts >= 1, moved
 
 
+def checkpoint_loads_logged(spark: object) -> list[str]:
+    """The executors' log lines of loads from the checkpoint location past version 0, with why the provider passed
+    over its own directory and its node (local-cluster executors log into pyspark's work directory)."""
+    work = Path(pyspark.__file__).parent / "work" / spark.sparkContext.applicationId
+    lines = []
+    for log in sorted(work.glob("*/stderr")):
+        for line in log.read_text(errors="replace").splitlines():
+            if "statestore: loaded" in line and " from checkpoint " in line and " version 0 from" not in line:
+                lines.append(f"executor {log.parent.name}: {line}")
+    return lines
+
+
 def assert_no_checkpoint_loads(query: RecordedQuery, after_batch: int) -> None:
     """No batch after `after_batch` loaded any store from the checkpoint location."""
     for progress in query.query.recentProgress:
         if progress["batchId"] > after_batch and progress["numInputRows"] > 0:
             sources = load_sources(progress)
-            assert sources["checkpoint"] == 0, (progress["batchId"], sources)
+            assert sources["checkpoint"] == 0, (progress["batchId"], sources, checkpoint_loads_logged(query.spark))
 
 
 def test_move_and_every_rebalance_strategy_under_an_aggregation(tmp_path: Path) -> None:

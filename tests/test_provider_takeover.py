@@ -6,6 +6,8 @@ it under a task still using its store), with the provider's own Java code beside
 - a new provider takes over the previous one's idle store (load source `local`, same state, same directory)
   instead of restoring from the checkpoint location, and the previous one's close neither closes nor deletes it
   nor tells the node anything (no DEMOTE, no RELEASED: the node's log shows one demotion, the new provider's);
+- a new provider whose previous one is still in use (the previous batch's task not committed yet) waits for it
+  and takes the store over, rather than asking the node or the checkpoint location;
 - a close from another thread while a task still writes does not close the store under the task: the task
   commits, and the provider closes after it, handing the committed store to the node as usual (DEMOTE, adopted
   as a replica). Whether close() itself waits for the commit (42fb205) or returns at once and closes when the
@@ -111,6 +113,20 @@ def test_a_new_provider_takes_over_the_previous_ones_idle_store(setup: Setup) ->
     assert location.increment_versions() == [1, 2, 3, 4, 5]
     with location.restore(setup.root.parent / "restored-1", version=5, options=OPTIONS) as restored:
         assert restored.version == 5 and restored.count() == 1 + 2 + 3 + 1 + 2
+
+
+def test_a_new_provider_waits_for_the_previous_batchs_task_and_takes_its_store_over(setup: Setup) -> None:
+    """The next batch's task loads the partition in a new provider while the previous batch's task still writes in
+    the old one (Spark unloaded it meanwhile): the load waits for that commit and continues on the same store."""
+    report = run_check(setup, "takeover-busy", 4, lambda: 5 in adopted(setup, 4), "node n to adopt v5")
+    assert report["second_failed"] == "-", report
+    assert report["first_commit"] == "4" and report["waited_for_commit"] == "true", report
+    assert (report["second_source"], report["second_from"]) == ("local", "4"), report
+    assert report["second_keys"] == "4" and report["second_commit"] == "5", report
+    # Only the new provider's close told the node anything.
+    demotions = [e["version"] for e in node_events(setup, 4) if e["event"] == "demoted"]
+    assert demotions == [5], node_events(setup, 4)
+    assert setup.location(4).increment_versions() == [1, 2, 3, 4, 5]
 
 
 def test_a_close_while_a_task_uses_the_store_lets_the_task_commit_first(setup: Setup) -> None:

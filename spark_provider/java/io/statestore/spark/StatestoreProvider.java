@@ -94,6 +94,8 @@ public final class StatestoreProvider implements StateStoreProvider {
   private boolean closeDeferred;
   /** Tasks that got a store of this provider and have not ended yet; guarded by the monitor. */
   private int tasksUsing;
+  /** The attempt ids of those tasks; guarded by the monitor. */
+  private final java.util.Set<Long> tasksUsingIds = new java.util.HashSet<>();
   private static final java.util.concurrent.ExecutorService DEFERRED_CLOSER =
       java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
         Thread t = new Thread(r, "statestore-deferred-close");
@@ -101,6 +103,8 @@ public final class StatestoreProvider implements StateStoreProvider {
         return t;
       });
   private boolean closing;
+  /** Set at the end of close (guarded by the monitor; waiters are notified). */
+  private boolean closed;
   private volatile Future<?> pendingSnapshot;
   private volatile LastCommit lastCommit = new LastCommit(0, 0, 0, 0, 0, 0);
   private volatile LastSnapshot lastSnapshot = new LastSnapshot(0, 0, 0, 0);
@@ -239,10 +243,11 @@ public final class StatestoreProvider implements StateStoreProvider {
       // Spark reads the store's metrics after its commit, in the same task: a close Spark asks for meanwhile
       // waits for the task's end, not only for the commit.
       tasksUsing++;
+      tasksUsingIds.add(task.taskAttemptId());
       task.addTaskCompletionListener(new org.apache.spark.util.TaskCompletionListener() {
         @Override
         public void onTaskCompletion(org.apache.spark.TaskContext context) {
-          taskEnded();
+          taskEnded(context.taskAttemptId());
         }
       });
     }
@@ -267,13 +272,14 @@ public final class StatestoreProvider implements StateStoreProvider {
    * when the driver moved the partition away (a hand-over), or a move back. That provider's directory is this
    * one's own directory in all but name, so the new provider takes its store over when it is idle and clean
    * (no open writer, no snapshot under way) and of the same query run, instead of asking the node, whose copy it
-   * is, or the checkpoint location. Call with the monitor.
+   * is, or the checkpoint location. A store still in use (the previous batch's task committing or ending, a
+   * snapshot under way) is waited for, up to {@code materializeTimeoutMs}. Call with the monitor.
    */
   private void takeOverFromPrevious() {
     StatestoreProvider previous = LAST_OWNER.get(partitionKey());
     // The same query run only: a restarted query loads as a new run does (its own checks of the checkpoint).
     if (previous == null || previous == this || !previous.runId.equals(runId)) return;
-    Yielded yielded = previous.yieldLocal();
+    Yielded yielded = previous.yieldLocalOnceIdle(this, System.nanoTime() + settings.materializeTimeoutMs * 1_000_000L);
     if (yielded == null) return;
     local = yielded.store();
     localDir = yielded.dir();
@@ -285,18 +291,77 @@ public final class StatestoreProvider implements StateStoreProvider {
   /** An idle, clean local store and its directory, given away to a newer provider of the same partition. */
   private record Yielded(LocalStore store, File dir) {}
 
-  private synchronized Yielded yieldLocal() {
-    LocalStore store = local;
-    Future<?> snapshot = pendingSnapshot;
-    if (store == null || localDirty || writerOpen || tasksUsing > 0 || store.hasUncommittedChanges()
-        || store.lineage() == null || (snapshot != null && !snapshot.isDone())) {
-      return null;
+  /**
+   * Gives this provider's store to {@code successor} once it is idle: the task of the previous batch may still be
+   * committing or ending, or a snapshot be under way, when the next batch's task loads the partition in a new
+   * provider (Spark unloaded this one meanwhile), and waiting for that is far cheaper than a load from elsewhere.
+   * Returns null at once when the store is not there or not clean, when the task asking uses this provider
+   * itself (it would wait for itself), and at {@code deadlineNanos}. A close under way is waited for, then null:
+   * the node has the directory by then (DEMOTE), and the successor asks it.
+   */
+  private Yielded yieldLocalOnceIdle(StatestoreProvider successor, long deadlineNanos) {
+    long askingTask = currentTaskAttempt();
+    while (true) {
+      Future<?> snapshot;
+      synchronized (this) {
+        LocalStore store = local;
+        if (closing) {
+          if (!closed && waitOnMonitor(deadlineNanos)) continue;
+          return null;
+        }
+        if (store == null || localDirty || store.lineage() == null) return null;
+        if (askingTask >= 0 && tasksUsingIds.contains(askingTask)) return null;
+        snapshot = pendingSnapshot;
+        boolean busy = writerOpen || tasksUsing > 0;
+        if (!busy && store.hasUncommittedChanges()) return null;
+        if (!busy && (snapshot == null || snapshot.isDone())) {
+          Yielded yielded = new Yielded(store, localDir);
+          local = null; // this provider's close then neither closes nor deletes it, nor tells the node
+          localDir = null;
+          current = null;
+          LAST_OWNER.replace(partitionKey(), this, successor);
+          return yielded;
+        }
+        if (busy) {
+          if (waitOnMonitor(deadlineNanos)) continue;
+          LOG.info("statestore: {} not taken over from the previous provider: its task did not end in time",
+              storeIdString);
+          return null;
+        }
+      }
+      // The background snapshot needs the monitor: wait for it without holding it.
+      try {
+        snapshot.get(Math.max(1, deadlineNanos - System.nanoTime()), TimeUnit.NANOSECONDS);
+      } catch (java.util.concurrent.TimeoutException e) {
+        LOG.info("statestore: {} not taken over from the previous provider: its snapshot did not end in time",
+            storeIdString);
+        return null;
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return null;
+      } catch (java.util.concurrent.ExecutionException e) {
+        // the snapshot's own failure is logged by it; the store is as it was
+      }
     }
-    Yielded yielded = new Yielded(store, localDir);
-    local = null; // this provider's close then neither closes nor deletes it
-    localDir = null;
-    current = null;
-    return yielded;
+  }
+
+  /** Waits on the monitor (held) until notified or {@code deadlineNanos}; false once the deadline passed. */
+  private boolean waitOnMonitor(long deadlineNanos) {
+    long left = deadlineNanos - System.nanoTime();
+    if (left <= 0) return false;
+    try {
+      wait(Math.max(1, left / 1_000_000));
+      return true;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    }
+  }
+
+  /** The attempt id of the Spark task this thread runs, or -1 outside a task. */
+  private static long currentTaskAttempt() {
+    org.apache.spark.TaskContext task = org.apache.spark.TaskContext.get();
+    return task == null ? -1 : task.taskAttemptId();
   }
 
   /** Who runs this partition's task now, in Spark's terms (the driver steers the next task with it). */
@@ -498,8 +563,10 @@ public final class StatestoreProvider implements StateStoreProvider {
 
   /** The close Spark asked for while the store was in use, now that it is not (call with the monitor; the close
    * itself runs on another thread: it waits for a background snapshot, which needs the monitor). */
-  private synchronized void taskEnded() {
+  private synchronized void taskEnded(long taskAttemptId) {
     tasksUsing--;
+    tasksUsingIds.remove(taskAttemptId);
+    notifyAll(); // a successor may wait for this provider's store to be idle
     closeIfDeferred();
   }
 
@@ -592,6 +659,8 @@ public final class StatestoreProvider implements StateStoreProvider {
         if (localDir != null) LocalDirs.deleteRecursively(localDir);
         if (owner) channel.released(storeIdString, checkpoint.dir.toString(), sidecarSpec);
       }
+      closed = true;
+      notifyAll(); // a successor waiting for this provider's store asks the node now
     }
   }
 

@@ -35,6 +35,10 @@ import org.apache.spark.unsafe.types.UTF8String;
  *   <li>{@code close-under-task}: provider 1 commits version 1, loads version 1 for writing and writes (a task still
  *       using the store); another thread closes the provider meanwhile; the task goes on writing and commits
  *       version 2; reports whether the close waited for the commit or returned at once (deferred);</li>
+ *   <li>{@code takeover-busy}: provider 1 commits versions 1..3 and loads version 3 for writing (the previous
+ *       batch's task, still writing); provider 2 loads version 4 from another thread meanwhile (the next batch's
+ *       task, after Spark unloaded provider 1); provider 1's task commits version 4 a while later; reports where
+ *       provider 2's state came from and whether its load waited for that commit;</li>
  *   <li>{@code close-own-thread}: the task's own thread closes the provider with its store open, then the task
  *       aborts (it failed): the close neither waits for itself nor hangs.</li>
  * </ul>
@@ -134,6 +138,46 @@ public final class TakeOverCheck {
     second.close();
   }
 
+  private static void takeoverBusy(String root, int partition, String localDir, String socket) throws Exception {
+    StatestoreProvider first = provider(root, partition, localDir, socket);
+    for (long v = 0; v < 3; v++) {
+      StateStore store = first.getStore(v, scala.Option.empty(), false, false);
+      put(store, "k" + v, "v" + v);
+      store.commit();
+    }
+    StateStore previousTask = first.getStore(3, scala.Option.empty(), false, false);
+    put(previousTask, "k3", "v3");
+
+    AtomicReference<StateStore> loaded = new AtomicReference<>();
+    AtomicReference<Throwable> failed = new AtomicReference<>();
+    AtomicLong loadEnded = new AtomicLong();
+    StatestoreProvider second = provider(root, partition, localDir, socket);
+    Thread nextTask = new Thread(() -> {
+      try {
+        loaded.set(second.getStore(4, scala.Option.empty(), false, false));
+        loadEnded.set(System.nanoTime());
+      } catch (Throwable t) {
+        failed.set(t);
+      }
+    }, "next-batch-task");
+    nextTask.start();
+    Thread.sleep(500); // the previous batch's task is still at work
+    long committing = System.nanoTime();
+    out("first_commit", previousTask.commit());
+    nextTask.join(60_000);
+    out("second_failed", failed.get() == null ? "-" : failed.get().toString().replace(' ', '_'));
+    StateLoader.Loaded load = second.lastLoad();
+    out("second_source", load.source().label());
+    out("second_from", load.fromVersion());
+    out("waited_for_commit", loadEnded.get() > committing);
+    StateStore store = loaded.get();
+    out("second_keys", contents(store).size());
+    put(store, "k4", "v4");
+    out("second_commit", store.commit());
+    first.close();
+    second.close();
+  }
+
   private static void closeWaits(String root, int partition, String localDir, String socket) throws Exception {
     StatestoreProvider provider = provider(root, partition, localDir, socket);
     StateStore first = provider.getStore(0, scala.Option.empty(), false, false);
@@ -202,6 +246,7 @@ public final class TakeOverCheck {
     String socket = args[4];
     switch (mode) {
       case "takeover" -> takeover(root, partition, localDir, socket);
+      case "takeover-busy" -> takeoverBusy(root, partition, localDir, socket);
       case "close-under-task" -> closeWaits(root, partition, localDir, socket);
       case "close-own-thread" -> closeOwnThread(root, partition, localDir, socket);
       default -> throw new IllegalArgumentException("unknown mode " + mode);
