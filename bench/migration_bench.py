@@ -59,7 +59,7 @@ from text_table import print_table_rows  # noqa: E402
 import statestore  # noqa: E402,F401  (gRPC settings first)
 from placement import Move, Role  # noqa: E402
 from placement.handover import plan_handover  # noqa: E402
-from spark_provider.progress import files_processed, load_sources  # noqa: E402
+from spark_provider.progress import files_processed, load_sources, opened_ahead  # noqa: E402
 
 VALUE_BYTES = 64
 LOAD_KEYS_PER_BATCH = 250_000
@@ -91,6 +91,7 @@ class Migration:
     seconds: float = 0.0
     moves: list[dict[str, Any]] = field(default_factory=list)
     checkpoint_loads: int = 0  # stores loaded from the checkpoint location during the migration (ours)
+    opened_ahead: int = 0  # moved stores whose copy their new executor opened before the batch (ours)
 
     @property
     def steady_median(self) -> float:
@@ -294,6 +295,7 @@ def migrate_ours(spark: Any, feeder: Feeder, avoid: set[int], strategy: str, run
             progress = feeder.update()
             run.during_ms.append(duration(progress))
             run.checkpoint_loads += load_sources(progress)["checkpoint"]
+            run.opened_ahead += opened_ahead(progress)
             status = client.operation(status.operation_id)
         run.seconds = time.monotonic() - started
         status = client.wait(status.operation_id, timeout=300)
@@ -445,6 +447,7 @@ def report(ours: Run, spark: Run, quick: bool) -> dict[str, Any]:
             "spark_duration_seconds": round(s.seconds, 2),
             "spark_state_bytes_per_partition": round(spark.state_bytes_per_partition),
             "ours_checkpoint_loads": o.checkpoint_loads,
+            "ours_opened_ahead": o.opened_ahead,
             "ours_batches_ms": {"steady": o.steady_ms, "during": o.during_ms, "after": o.after_ms},
             "spark_batches_ms": {"steady": s.steady_ms, "during": s.during_ms, "after": s.after_ms},
             "ours_moves": o.moves,

@@ -93,6 +93,16 @@ class Migration:
         """Whether moves are still being carried out."""
         return self._ended is None
 
+    def incoming(self, node_id: str) -> list[str]:
+        """The task partitions whose primary this operation moves to `node_id` in its current or next strategy
+        batch and that are not served there yet: what that node's executor may open ahead of the move."""
+        soon = self._batch + 1
+        return [
+            m.task
+            for m in self.moves
+            if m.target == node_id and m.moves_primary and not m.served and m.batch <= soon
+        ]
+
     def _run(self) -> None:
         for batch in range(self._batches):
             self._batch = batch

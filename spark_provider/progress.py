@@ -30,3 +30,12 @@ def load_sources(progress: dict[str, Any]) -> dict[str, int]:
         for source in LOAD_SOURCES:
             totals[source] += int(metrics.get(f"statestoreLoadSource{source.capitalize()}", 0))
     return totals
+
+
+def opened_ahead(progress: dict[str, Any]) -> int:
+    """How many state stores of one micro-batch took their state from a replica copy their executor opened ahead
+    of a planned move (the provider's `statestoreLoadOpenedAhead` metric, summed over operators)."""
+    return sum(
+        int(operator.get("customMetrics", {}).get("statestoreLoadOpenedAhead", 0))
+        for operator in progress.get("stateOperators", [])
+    )

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_node_harness import FakeClock
 
-from handover.handover import HandOver
+from handover.handover import HandOver, SparkLevers
 from handover.migration import order_moves
 from placement import Placement, ReplicaGroup, Strategy
 from placement.primaries import balance_primaries
@@ -322,6 +322,22 @@ def test_a_move_without_a_spark_driver_is_refused(membership: Membership) -> Non
     # A move to where the partition runs already moves nothing: a note, and no Spark needed.
     status = operations.move([PartitionMoveRequest("1", "a")])
     assert not status.moves and "already on executor a" in status.notes[0]
+
+
+def test_a_running_move_names_its_partitions_to_its_target_node_only(membership: Membership) -> None:
+    """What the controller's heartbeat reply lists as `incoming` (the target's executor opens them ahead)."""
+    steered = []
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=steered.append, locate=lambda _steer: ""))
+    assert operations.incoming("c") == []
+    try:
+        status = operations.move([PartitionMoveRequest("1", "c")])
+        assert [m.target_node for m in status.moves] == ["c"]
+        # c holds no replica: the move warms it up, and c hears of the partition from the start.
+        assert operations.incoming("c") == [store("0/1/default")]
+        assert operations.incoming("a") == [] and operations.incoming("b") == []
+    finally:
+        operations.stop()
 
 
 # ------------------------------------------------------------------------------------------ replica groups

@@ -21,14 +21,19 @@ from test_node_harness import PROJECT_ROOT, Cluster, Primary, Process, replica_d
 
 from statestore.node.local_channel import (
     COMMITTED,
+    INCOMING,
+    INCOMING_LIST,
     STATUS_ACCEPTED,
     STATUS_REFUSED,
     STATUS_REPLICATED,
     Committed,
+    Incoming,
     Released,
     Reply,
+    decode_incoming_list,
     decode_reply,
     encode_committed,
+    encode_incoming_list,
     encode_released,
     frame,
     read_frame,
@@ -163,6 +168,30 @@ def test_a_broken_frame_is_refused_and_the_connection_closed(channel_cluster: tu
         assert again.request(truncated).status == STATUS_REFUSED
     finally:
         again.close()
+
+
+def test_incoming_list_frames_round_trip() -> None:
+    entries = [Incoming("0/1/default", "/ckpt/state/0/1", 7), Incoming("0/1/left-keyToNumValues", "s3://b/c", 0)]
+    data = encode_incoming_list(entries)
+    assert data[4] == INCOMING_LIST
+    assert decode_incoming_list(data[5:]) == entries
+    assert decode_incoming_list(encode_incoming_list([])[5:]) == []
+
+
+def test_incoming_is_answered_with_the_partitions_moving_here(channel_cluster: tuple[Cluster, Path]) -> None:
+    """No operation runs: the node answers INCOMING with an empty INCOMING_LIST (a running move's targets are
+    listed by the controller's heartbeat reply: tests/test_handover_units.py, and the executor opening them ahead:
+    tests/test_handover_spark.py); an INCOMING with fields is refused."""
+    _, sock = channel_cluster
+    provider = Provider(sock)
+    try:
+        provider.conn.sendall(frame(INCOMING, b""))
+        received = read_frame(provider.conn)
+        assert received is not None and received[0] == INCOMING_LIST
+        assert decode_incoming_list(received[1]) == []
+        assert provider.request(frame(INCOMING, b"x")).status == STATUS_REFUSED
+    finally:
+        provider.close()
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess:

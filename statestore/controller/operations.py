@@ -21,7 +21,7 @@ from placement.primaries import balance_primaries
 from statestore.controller.membership import Membership, NodeRecord
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.partition_key import normalized_checkpoint_dir, task_partition_key, task_partition_key_of
-from statestore.rpc import control_pb2
+from statestore.rpc import common_pb2, control_pb2
 
 _KEPT = 8  # operations kept for status once done
 _PARTITION_SPEC = re.compile(r"^(?:(?P<operator>\d+)/)?(?P<partition>\d+)(?:/(?P<store>.+))?$")
@@ -132,6 +132,15 @@ class Operations:
         with self._lock:
             operations = list(self._operations)
         return [m.status() for m in operations]
+
+    def incoming(self, node_id: str) -> list[common_pb2.StoreRef]:
+        """The store partitions the running operation moves to `node_id` soon (its executor opens them ahead)."""
+        with self._lock:
+            running = [m for m in self._operations if m.running]
+        tasks = {task for m in running for task in m.incoming(node_id)}
+        if not tasks:
+            return []
+        return [p.store for p in self._membership.partitions() if task_partition_key(p.store) in tasks]
 
     def stop(self) -> None:
         """Stop the running operation's thread (the controller is stopping)."""

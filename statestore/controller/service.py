@@ -53,8 +53,8 @@ class ControlService(control_pb2_grpc.ControlServicer):
     def Heartbeat(
         self, request: control_pb2.HeartbeatRequest, context: grpc.ServicerContext
     ) -> control_pb2.HeartbeatReply:
-        """Record the node's report; answer with its primary partitions' replica groups, its demotions and
-        the replicas it should drop."""
+        """Record the node's report; answer with its primary partitions' replica groups, its demotions, the
+        replicas it should drop and the partitions a running hand-over moves to it."""
         if not request.node.node_id:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "node.node_id is required")
         self._membership.heartbeat(request)
@@ -78,7 +78,10 @@ class ControlService(control_pb2_grpc.ControlServicer):
                 store=store.store_id,
                 checkpoint=store.checkpoint_dir,
             )
-        return control_pb2.HeartbeatReply(groups=groups, demoted=demoted, retired_replicas=retired)
+        incoming = self.operations.incoming(request.node.node_id)
+        return control_pb2.HeartbeatReply(
+            groups=groups, demoted=demoted, retired_replicas=retired, incoming=incoming
+        )
 
     def _retired_replicas(self, node_id: str) -> list[common_pb2.StoreRef]:
         """The replicas `node_id` should delete (docs/node.md, membership): of a partition forgotten; of one

@@ -3,9 +3,10 @@
 A Unix domain socket speaking the framed messages of docs/formats.md section 6. Every `COMMITTED` takes
 the same path as `Primary.Ship`: the increment is verified, kept in the increment log and queued for the
 partition's replica group. `MATERIALIZE` asks for the node's copy of a partition as a RocksDB checkpoint
-(answered by one `MATERIALIZED`), `PROMOTE` makes the node a partition's primary, `DEMOTE` hands it the
-provider's unloaded directory to keep as a replica, `RELEASED` says the provider unloaded a partition. The
-node answers every other request with one `REPLY`, in order.
+(answered by one `MATERIALIZED`), `INCOMING` which partitions a running hand-over moves to this node (answered
+by one `INCOMING_LIST`: the executor opens them ahead of the batch that moves them), `PROMOTE` makes the node a
+partition's primary, `DEMOTE` hands it the provider's unloaded directory to keep as a replica, `RELEASED` says
+the provider unloaded a partition. The node answers every other request with one `REPLY`, in order.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ PROMOTE = 4
 DEMOTE = 5
 RELEASED = 6
 MATERIALIZED = 7
+INCOMING = 8
+INCOMING_LIST = 9
 
 MATERIALIZED_OK = 0
 MATERIALIZED_NONE = 1
@@ -143,6 +146,16 @@ class Demote:
     version: int
     lineage: bytes | None
     directory: str
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """One entry of an `INCOMING_LIST` frame: a partition a running hand-over moves to this node, and the
+    version of the node's replica of it (0: none yet)."""
+
+    store_id: str
+    checkpoint_dir: str
+    version: int
 
 
 SOURCE_NAMES = {0: "local", 1: "replica", 2: "peer", 3: "checkpoint"}
@@ -350,6 +363,22 @@ def decode_demote(fields: bytes) -> Demote:
     return Demote(store_id, checkpoint_dir, version, lineage, directory)
 
 
+def encode_incoming_list(entries: list[Incoming]) -> bytes:
+    """The `INCOMING_LIST` frame answering an `INCOMING` (which has no fields)."""
+    fields = struct.pack(">H", len(entries)) + b"".join(
+        _string(e.store_id) + _string(e.checkpoint_dir) + struct.pack(">Q", e.version) for e in entries
+    )
+    return frame(INCOMING_LIST, fields)
+
+
+def decode_incoming_list(fields: bytes) -> list[Incoming]:
+    """The entries of an `INCOMING_LIST` frame whose fields are `fields`. Raises FrameError."""
+    reader = _Reader(fields)
+    entries = [Incoming(reader.string(), reader.string(), reader.u64()) for _ in range(reader.u16())]
+    reader.end()
+    return entries
+
+
 def encode_reply(reply: Reply) -> bytes:
     """The `REPLY` frame of `reply`."""
     return frame(REPLY, bytes([reply.status]) + _string(reply.message[:4000]))
@@ -439,6 +468,9 @@ class LocalPrimary(Protocol):
     def demote(self, store: common_pb2.StoreRef, message: Demote) -> str:
         """DEMOTE: stop being the partition's primary and adopt the directory as a replica; returns a note."""
 
+    def incoming(self) -> list[Incoming]:
+        """INCOMING: the partitions a running hand-over moves to this node, with its replicas' versions."""
+
 
 class LocalChannelServer:
     """Serves the local socket: one thread accepts, one thread per connection answers its requests in order."""
@@ -520,9 +552,14 @@ class LocalChannelServer:
             conn.close()
 
     def _answer(self, frame_type: int, fields: bytes) -> bytes:
-        """The whole answer frame to one request: a `MATERIALIZED` for `MATERIALIZE`, else a `REPLY`."""
+        """The whole answer frame to one request: a `MATERIALIZED` for `MATERIALIZE`, an `INCOMING_LIST` for
+        `INCOMING`, else a `REPLY`."""
         if frame_type == MATERIALIZE:
             return encode_materialized(self._answer_materialize(fields))
+        if frame_type == INCOMING:
+            if fields:
+                return encode_reply(Reply(STATUS_REFUSED, "bad INCOMING frame: it has no fields"))
+            return encode_incoming_list(self._primary.incoming()[:1000])
         handlers = {
             COMMITTED: self._answer_committed,
             RELEASED: self._answer_released,

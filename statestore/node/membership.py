@@ -16,6 +16,7 @@ import grpc
 
 from statestore.node.logs import log_event
 from statestore.node.settings import NodeSettings
+from statestore.partition_key import normalized
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
 
 _log = logging.getLogger("statestore.node.membership")
@@ -52,6 +53,7 @@ class Heartbeater:
         self._beat_lock = threading.Lock()
         self._failures = 0
         self._registered = False
+        self._incoming: list[common_pb2.StoreRef] = []
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
 
     def start(self) -> None:
@@ -107,7 +109,13 @@ class Heartbeater:
             if reply.retired_replicas:
                 self._on_retired(list(reply.retired_replicas))
             self._on_groups(list(reply.groups))
+            self._incoming = [normalized(store) for store in reply.incoming]
         return True
+
+    @property
+    def incoming(self) -> list[common_pb2.StoreRef]:
+        """The partitions a running hand-over moves to this node, as of the last heartbeat."""
+        return list(self._incoming)
 
     def _run(self) -> None:
         while not self._stop.is_set():

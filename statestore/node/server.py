@@ -23,6 +23,7 @@ from statestore.node.local_channel import (
     SOURCE_NAMES,
     Committed,
     Demote,
+    Incoming,
     LocalChannelError,
     LocalChannelServer,
     Materialize,
@@ -192,6 +193,16 @@ class StateNode:
         """MATERIALIZE: this node's copy of the partition, or a peer's (statestore.node.materialize)."""
         assert self.materializer is not None
         return self.materializer.materialize(store, message)
+
+    def incoming(self) -> list[Incoming]:
+        """INCOMING: the partitions the controller's running hand-over moves here, with this node's replicas'
+        versions (0: not held yet, a warm-up under way)."""
+        assert self.heartbeater is not None
+        entries = []
+        for store in self.heartbeater.incoming:
+            replica = self.replicas.get(store)
+            entries.append(Incoming(store.store_id, store.checkpoint_dir, replica.version if replica else 0))
+        return entries
 
     def promote(self, store: common_pb2.StoreRef, message: Promote) -> str:
         """PROMOTE: the provider loaded the partition to write it here: this node becomes its primary."""

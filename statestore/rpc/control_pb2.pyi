@@ -230,14 +230,16 @@ class ReplicaGroup(_message.Message):
     def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[NodeRef, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("groups", "demoted", "retired_replicas")
+    __slots__ = ("groups", "demoted", "retired_replicas", "incoming")
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     DEMOTED_FIELD_NUMBER: _ClassVar[int]
     RETIRED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    INCOMING_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[ReplicaGroup]
     demoted: _containers.RepeatedCompositeFieldContainer[_common_pb2.VersionHeld]
     retired_replicas: _containers.RepeatedCompositeFieldContainer[_common_pb2.StoreRef]
-    def __init__(self, groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ..., demoted: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., retired_replicas: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ...) -> None: ...
+    incoming: _containers.RepeatedCompositeFieldContainer[_common_pb2.StoreRef]
+    def __init__(self, groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ..., demoted: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., retired_replicas: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ..., incoming: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()

@@ -15,6 +15,8 @@ final class ChannelFrames {
   static final byte DEMOTE = 5;
   static final byte RELEASED = 6;
   static final byte MATERIALIZED = 7;
+  static final byte INCOMING = 8;
+  static final byte INCOMING_LIST = 9;
 
   static final int MATERIALIZED_OK = 0;
   static final int MATERIALIZED_NONE = 1;
@@ -114,6 +116,25 @@ final class ChannelFrames {
       boolean allowPeer, long deadlineMs) {
     return new Fields().str(storeId).str(checkpointDir).u64(version).str(targetDir).u8(allowPeer ? FLAG_PEER : 0)
         .u32(deadlineMs).frame(MATERIALIZE);
+  }
+
+  /** The INCOMING frame: which partitions a running hand-over moves to this node (no fields). */
+  static ByteBuffer incoming() {
+    return new Fields().frame(INCOMING);
+  }
+
+  /** One entry of an INCOMING_LIST: a partition moving to this node, and the version of the node's replica of it
+   * (0: none yet). {@code checkpointDir} is in the node's normalized form. */
+  record Incoming(String storeId, String checkpointDir, long version) {}
+
+  /** Reads the INCOMING_LIST frame answering an INCOMING (blocking). */
+  static java.util.List<Incoming> readIncomingList(SocketChannel channel) throws IOException {
+    ByteBuffer body = readFrame(channel, INCOMING_LIST);
+    int count = body.getShort() & 0xFFFF;
+    java.util.List<Incoming> entries = new java.util.ArrayList<>(count);
+    for (int i = 0; i < count; i++) entries.add(new Incoming(readString(body), readString(body), body.getLong()));
+    if (body.hasRemaining()) throw new IOException("bad INCOMING_LIST frame: trailing bytes");
+    return entries;
   }
 
   /** Who runs a partition's task, in Spark's terms: what the driver needs to steer the partition's next task. */

@@ -318,6 +318,23 @@ final class LocalChannel {
     }
   }
 
+  /** The partitions a running hand-over moves to this node (INCOMING), on a connection of its own like
+   * {@link #materialize}; throws IOException when no node listens or it does not answer in time. */
+  java.util.List<ChannelFrames.Incoming> incoming(long timeoutMs) throws IOException {
+    ByteBuffer frame = ChannelFrames.incoming();
+    try (SocketChannel c = open()) {
+      ScheduledFuture<?> deadline = DEADLINES.schedule(() -> closeQuietly(c), timeoutMs, TimeUnit.MILLISECONDS);
+      try {
+        while (frame.hasRemaining()) c.write(frame);
+        return ChannelFrames.readIncomingList(c);
+      } catch (java.nio.channels.AsynchronousCloseException e) {
+        throw new IOException("the state node at " + socket + " did not answer within " + timeoutMs + " ms", e);
+      } finally {
+        deadline.cancel(false);
+      }
+    }
+  }
+
   /**
    * Waits (up to {@code timeoutMs}) until the DEMOTE and RELEASED notices of {@code storeId} queued or being sent
    * have reached the node: a provider of this JVM that Spark just closed hands the node its store, and a load of

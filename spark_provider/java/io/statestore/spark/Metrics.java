@@ -36,6 +36,9 @@ final class Metrics {
   static final StateStoreCustomMetric LOAD_INCREMENT_PENDING_TIME = new StateStoreCustomTimingMetric(
       "statestoreLoadIncrementPendingMs", "statestore: time a load's last increment was still being applied after "
       + "the batch started (partial merge)");
+  static final StateStoreCustomMetric LOAD_OPENED_AHEAD = new StateStoreCustomSumMetric(
+      "statestoreLoadOpenedAhead", "statestore: partitions whose state came from a replica copy opened ahead of "
+      + "their move");
   /** Per source, how many partitions' last load took their state from it (local, replica, peer, checkpoint). */
   static final java.util.Map<StateLoader.Source, StateStoreCustomMetric> LOAD_SOURCE = loadSources();
 
@@ -58,7 +61,7 @@ final class Metrics {
     java.util.List<StateStoreCustomMetric> l = new java.util.ArrayList<>(List.of(INCREMENT_BYTES, INCREMENT_RECORDS,
         COMMIT_TIME, COMMIT_PREPARE_TIME, COMMIT_ENCODE_TIME, COMMIT_WRITE_TIME, SNAPSHOT_FLUSH_TIME,
         SNAPSHOT_CHECKPOINT_TIME, SNAPSHOT_UPLOAD_TIME, LOAD_TIME, LOAD_VERSIONS_APPLIED, LOAD_OVERLAY_WRITES,
-        LOAD_INCREMENT_PENDING_TIME));
+        LOAD_OPENED_AHEAD, LOAD_INCREMENT_PENDING_TIME));
     l.addAll(LOAD_SOURCE.values());
     l.add(SST_BYTES);
     return List.copyOf(l);

@@ -33,6 +33,12 @@ final class ProviderSettings {
    * {@link PartialMerge}). Off: the load applies it first.
    */
   final boolean partialMerge;
+  /**
+   * Whether the executor opens its node's replica of a partition a planned hand-over moves here before the batch
+   * that moves it ({@link PreparedStores}), so that batch's task does not wait for the copy to be written and
+   * opened. Off: the task's load asks the node then.
+   */
+  final boolean openAhead;
   /** Tests only: the file that arms a fault point ({@link Faults}); null: no fault point is ever checked. */
   final String faultsFile;
 
@@ -55,6 +61,7 @@ final class ProviderSettings {
     peerFetch = get(confs, "peerFetch", "auto").toLowerCase(java.util.Locale.ROOT);
     faultsFile = emptyToNull(get(confs, "faultsFile", ""));
     partialMerge = Boolean.parseBoolean(get(confs, "partialMerge", "true"));
+    openAhead = Boolean.parseBoolean(get(confs, "openAhead", "true"));
     if (!java.util.Set.of("auto", "always", "never").contains(peerFetch)) {
       throw new IllegalArgumentException("statestore: " + PREFIX + "peerFetch is '" + peerFetch
           + "'; expected auto, always or never");

@@ -13,6 +13,8 @@ import org.slf4j.LoggerFactory;
  * <ol>
  *   <li><b>local</b>: this provider's own directory, at {@code v} or below on the history the checkpoint
  *       location holds, caught up with the increments it lacks;</li>
+ *   <li><b>replica</b>, opened ahead: a planned hand-over moves the partition here, and this executor opened a
+ *       copy of its node's replica before the batch ({@link PreparedStores}); caught up as below;</li>
  *   <li><b>replica</b> or <b>peer</b>: the state node of this executor writes a RocksDB checkpoint of its copy
  *       of the partition (its replica: hard links; or one fetched from a peer node) at some {@code w <= v}
  *       into this provider's directory; used only when its lineage at {@code w} is the checkpoint location's
@@ -55,9 +57,10 @@ final class StateLoader {
   /** A load's outcome: the store at the version asked for, where it came from, from which version it was
    * caught up, how many increments that took, how long the whole load took, and why earlier sources were
    * passed over (empty when the first one served). With partial merge, {@code pending} is the last increment,
-   * still being applied in the background (the store is at the version before it), else null. */
+   * still being applied in the background (the store is at the version before it), else null. {@code openedAhead}:
+   * the replica's copy was opened before the batch, when the move was planned ({@link PreparedStores}). */
   record Loaded(LocalStore store, Source source, long fromVersion, long versionsApplied, long millis,
-      long latestInCheckpoint, String passedOver, PendingIncrement pending) {}
+      long latestInCheckpoint, String passedOver, PendingIncrement pending, boolean openedAhead) {}
 
   private final String storeId;
   private final int partitionId;
@@ -94,7 +97,8 @@ final class StateLoader {
       long held = current.version();
       String why = trusted ? catchUpOwn(current, version, target, listing) : "an aborted batch left it in doubt";
       if (why == null) {
-        return new Loaded(current, Source.LOCAL, held, version - held, elapsedMs(start), listing.latest(), "", null);
+        return new Loaded(current, Source.LOCAL, held, version - held, elapsedMs(start), listing.latest(), "", null,
+            false);
       }
       passed.append("own directory: ").append(why);
     }
@@ -102,10 +106,16 @@ final class StateLoader {
     LocalDirs.deleteRecursively(dir);
 
     if (channel != null && version > 0) {
+      NodeCopy prepared = fromPrepared(version, target, listing);
+      if (prepared != null && prepared.store != null) {
+        return new Loaded(prepared.store, prepared.source, prepared.from, version - prepared.from, elapsedMs(start),
+            listing.latest(), passed.toString(), prepared.pending, true);
+      }
+      if (prepared != null) note(passed, prepared.why);
       NodeCopy copy = fromNode(dir, version, target, listing);
       if (copy.store != null) {
         return new Loaded(copy.store, copy.source, copy.from, version - copy.from, elapsedMs(start), listing.latest(),
-            note(passed, copy.why), copy.pending);
+            note(passed, copy.why), copy.pending, false);
       }
       note(passed, copy.why);
       LocalDirs.deleteRecursively(dir);
@@ -121,7 +131,7 @@ final class StateLoader {
     }
     long base = listing.snapshots().floor(version) == null ? 0 : listing.snapshots().floor(version);
     return new Loaded(restored, Source.CHECKPOINT, base, version - base, elapsedMs(start), listing.latest(),
-        passed.toString(), null);
+        passed.toString(), null, false);
   }
 
   /**
@@ -179,28 +189,54 @@ final class StateLoader {
         throw new IOException("the checkpoint the node wrote holds version " + store.version() + ", lineage "
             + IncrementCodec.hex(store.lineage()) + ", not what the node announced");
       }
-      if (store.lineage() == null) throw new IOException("its lineage is not known");
-      String mismatch = lineageAgainstCheckpoint(store, version, target, listing);
-      if (mismatch != null) throw new IOException(mismatch);
-      if (partialMergeFits(store, version, listing)) {
-        PendingIncrement pending = new PendingIncrement(store, version, checkpoint.incrementPath(version).toString(),
-            () -> lastIncrement(version),
-            () -> Faults.at(settings.faultsFile, "last-increment-apply", partitionId, storeId),
-            s -> target.mismatch(s, label + " caught up to " + version));
-        lastPartial = pending;
-        pending.start();
-        return new NodeCopy(store, source, answer.version(), null, pending);
-      }
-      for (long v = store.version() + 1; v <= version; v++) {
-        Increment inc = v == version ? lastIncrement(v) : checkpoint.readIncrement(v);
-        store.apply(inc, checkpoint.incrementPath(v).toString());
-      }
-      mismatch = target.mismatch(store, label + " caught up to " + version);
-      if (mismatch != null) throw new IOException(mismatch);
-      return new NodeCopy(store, source, answer.version(), null, null);
+      return caughtUp(store, source, label, version, target, listing);
     } catch (IOException | RocksDBException | RuntimeException e) {
       if (store != null) store.close();
       LocalDirs.deleteRecursively(staging);
+      return new NodeCopy(null, null, 0, label + " not used: " + e.getMessage(), null);
+    }
+  }
+
+  /**
+   * A copy of the partition at some version up to {@code version} (the node's, or one opened ahead of the move),
+   * checked against the checkpoint location's lineage and brought to {@code version} (or handed out at the
+   * version before, with its last increment pending, for a partial-state merge). Throws when it is in doubt.
+   */
+  private NodeCopy caughtUp(LocalStore store, Source source, String label, long version, Target target,
+      CheckpointDir.Listing listing) throws IOException, RocksDBException {
+    long from = store.version();
+    if (store.lineage() == null) throw new IOException("its lineage is not known");
+    String mismatch = lineageAgainstCheckpoint(store, version, target, listing);
+    if (mismatch != null) throw new IOException(mismatch);
+    if (partialMergeFits(store, version, listing)) {
+      PendingIncrement pending = new PendingIncrement(store, version, checkpoint.incrementPath(version).toString(),
+          () -> lastIncrement(version),
+          () -> Faults.at(settings.faultsFile, "last-increment-apply", partitionId, storeId),
+          s -> target.mismatch(s, label + " caught up to " + version));
+      lastPartial = pending;
+      pending.start();
+      return new NodeCopy(store, source, from, null, pending);
+    }
+    for (long v = store.version() + 1; v <= version; v++) {
+      Increment inc = v == version ? lastIncrement(v) : checkpoint.readIncrement(v);
+      store.apply(inc, checkpoint.incrementPath(v).toString());
+    }
+    mismatch = target.mismatch(store, label + " caught up to " + version);
+    if (mismatch != null) throw new IOException(mismatch);
+    return new NodeCopy(store, source, from, null, null);
+  }
+
+  /** The copy of the node's replica this executor opened ahead of a planned move ({@link PreparedStores}), if
+   * there is one and it is on the right history; it is discarded otherwise. */
+  private NodeCopy fromPrepared(long version, Target target, CheckpointDir.Listing listing) {
+    LocalStore store = PreparedStores.take(storeId, checkpoint.dir);
+    if (store == null) return null;
+    String label = "the replica opened ahead of the move at version " + store.version();
+    try {
+      return caughtUp(store, Source.REPLICA, label, version, target, listing);
+    } catch (IOException | RocksDBException | RuntimeException e) {
+      store.close();
+      LocalDirs.deleteRecursively(store.dir);
       return new NodeCopy(null, null, 0, label + " not used: " + e.getMessage(), null);
     }
   }

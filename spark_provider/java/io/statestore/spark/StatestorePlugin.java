@@ -34,6 +34,7 @@ public final class StatestorePlugin implements SparkPlugin {
         Thread starter = new Thread(() -> {
           startNode(context);
           warmUp(context);
+          openAhead(context);
         }, "statestore-node-start");
         starter.setDaemon(true);
         starter.start(); // the executor's start-up does not wait for the node
@@ -49,6 +50,14 @@ public final class StatestorePlugin implements SparkPlugin {
     } catch (Throwable e) {
       LOG.info("statestore: warm-up of executor {} skipped ({}); the first load does it", context.executorID(),
           e.toString());
+    }
+  }
+
+  private static void openAhead(PluginContext context) {
+    try {
+      PreparedStores.start(ProviderSettings.from(context.conf()));
+    } catch (RuntimeException e) {
+      LOG.info("statestore: executor {} opens no copies ahead of moves ({})", context.executorID(), e.toString());
     }
   }
 

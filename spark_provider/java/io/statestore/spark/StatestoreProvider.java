@@ -215,6 +215,7 @@ public final class StatestoreProvider implements StateStoreProvider {
     }
     if (local != loaded.store()) {
       local = loaded.store();
+      localDir = local.dir; // a copy opened ahead of a move lives in a directory of its own
       lastSnapshotVersion = loaded.fromVersion();
     }
     localDirty = false;
@@ -378,10 +379,11 @@ public final class StatestoreProvider implements StateStoreProvider {
       LOG.debug("statestore: loaded {} version {} from its local directory", storeIdString, version);
       return;
     }
+    String ahead = l.openedAhead() ? " (opened ahead of the move)" : "";
     String partial = l.pending() == null ? "" : " (partial: the last increment is applied in the background, the "
         + "batch's writes go to an overlay meanwhile)";
-    LOG.info("statestore: loaded {} version {} from {} (at version {}, {} increments applied) in {} ms{}{}",
-        storeIdString, version, l.source().label(), l.fromVersion(), l.versionsApplied(), l.millis(), partial,
+    LOG.info("statestore: loaded {} version {} from {} (at version {}, {} increments applied) in {} ms{}{}{}",
+        storeIdString, version, l.source().label(), l.fromVersion(), l.versionsApplied(), l.millis(), ahead, partial,
         passed);
   }
 

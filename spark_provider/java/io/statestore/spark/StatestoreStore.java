@@ -421,6 +421,7 @@ public final class StatestoreStore implements StateStore {
       PendingIncrement p = load.pending();
       custom.put(Metrics.LOAD_OVERLAY_WRITES, p == null ? 0L : (long) Math.max(0, p.overlayWrites()));
       custom.put(Metrics.LOAD_INCREMENT_PENDING_TIME, p == null ? 0L : p.pendingMillis());
+      custom.put(Metrics.LOAD_OPENED_AHEAD, load.openedAhead() ? 1L : 0L);
       for (Map.Entry<StateLoader.Source, StateStoreCustomMetric> e : Metrics.LOAD_SOURCE.entrySet()) {
         custom.put(e.getValue(), load.source() == e.getKey() ? 1L : 0L);
       }
