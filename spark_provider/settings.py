@@ -58,6 +58,10 @@ SETTINGS: tuple[Setting, ...] = (
             "previous primary's last increment still on its way) starts the batch at once: its writes go to an "
             "overlay while that increment is applied in the background, and reads wait until the key's value is "
             "known. `false`: the load applies the increment first."),
+    Setting("open_ahead", PREFIX + "openAhead", "true",
+            "Whether an executor opens its state node's replica of a partition a planned hand-over moves to it "
+            "before the micro-batch that moves it (the controller names such partitions to the node), so that "
+            "batch's load only catches the open copy up. `false`: the load asks the node then."),
     Setting("faults_file", PREFIX + "faultsFile", None,
             "Tests only: a file arming the provider's fault points, one a line (`<point> kill [<partition>]` or "
             "`<point> delay <millis> [<partition>]`; points `load`, `commit`, `committed`, `last-increment`, "
