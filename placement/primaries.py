@@ -46,3 +46,49 @@ def _best_swap(groups: Mapping[str, ReplicaGroup], count: Counter, fixed: frozen
             _, replica, partition = min(candidates)
             return partition, replica
     return None
+
+
+def balance_primaries_by_load(
+    placement: Placement,
+    loads: Mapping[str, float],
+    cores: Mapping[str, int],
+    fixed: frozenset[str] = frozenset(),
+    max_swaps: int | None = None,
+) -> tuple[Placement, list[str]]:
+    """`placement` with primaries swapped to replicas of the same group so that the busiest node's load per
+    core (the sum of its primaries' `loads` over its `cores`, 1 when not given) is as low as role swaps can make
+    it, at most `max_swaps` of them; partitions in `fixed` keep their primary. Each swap takes a primary off the
+    busiest node to the replica that ends up least loaded, and only if both end below the busiest node's load
+    now. Returns the placement and the
+    partitions whose primary moved, in order. Deterministic."""
+    groups = dict(placement.items())
+    nodes = sorted({node for group in groups.values() for node in group.nodes})
+    swapped: list[str] = []
+    # With equal cores every swap lowers the sum of squared loads, so the loop ends; the bound covers uneven ones.
+    limit = max_swaps if max_swaps is not None else len(groups) * max(len(nodes), 1)
+    while len(swapped) < limit:
+        load = {node: 0.0 for node in nodes}
+        for partition, group in groups.items():
+            load[group.primary] += loads.get(partition, 0.0)
+        per_core = {node: load[node] / max(cores.get(node, 1), 1) for node in nodes}
+        best: tuple[float, str, str] | None = None
+        for busy in sorted(nodes, key=lambda n: (-per_core[n], n)):
+            for partition, group in sorted(groups.items()):
+                if group.primary != busy or partition in fixed or loads.get(partition, 0.0) <= 0:
+                    continue
+                weight = loads[partition]
+                for replica in group.replicas:
+                    after_busy = (load[busy] - weight) / max(cores.get(busy, 1), 1)
+                    after_replica = (load[replica] + weight) / max(cores.get(replica, 1), 1)
+                    worst = max(after_busy, after_replica)
+                    if worst < per_core[busy] and (best is None or (worst, partition, replica) < best):
+                        best = (worst, partition, replica)
+            if best is not None or per_core[busy] < max(per_core.values()):
+                break  # only the busiest node's primaries are worth moving
+        if best is None:
+            break
+        _, partition, replica = best
+        group = groups[partition]
+        groups[partition] = ReplicaGroup(replica, tuple(group.primary if r == replica else r for r in group.replicas))
+        swapped.append(partition)
+    return Placement(groups), swapped

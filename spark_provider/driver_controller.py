@@ -43,6 +43,7 @@ class DriverController:
     dead_after: float = 3.0
     forget_after: float = 60.0
     rereplication_delay: float = 10.0
+    load_balancing: Any = None  # statestore.controller.load_balancer.BalancerSettings; None: off
     address: str = ""
     log_path: str = ""
     watch: Any = None  # spark_provider.steering.ExecutorWatch, once the SparkContext is up
@@ -60,6 +61,7 @@ class DriverController:
             self.dead_after,
             forget_after=self.forget_after,
             rereplication_delay=self.rereplication_delay,
+            load_balancing=self.load_balancing,
         )
         port = self._controller.start()
         self.address = f"{self.advertise_host}:{port}"
@@ -118,8 +120,10 @@ def start_driver_controller(
     driver_host: str | None,
     forget_after: float = 60.0,
     rereplication_delay: float = 10.0,
+    load_balancing: Any = None,
 ) -> DriverController:
-    """Start a controller for a Spark application with this master; it stops with the SparkContext."""
+    """Start a controller for a Spark application with this master; it stops with the SparkContext.
+    `load_balancing`: the policy's `BalancerSettings` (None: off)."""
     listen_host, advertise_host = controller_hosts(master, driver_host)
     controller = DriverController(
         replication_factor,
@@ -127,6 +131,7 @@ def start_driver_controller(
         advertise_host,
         forget_after=forget_after,
         rereplication_delay=rereplication_delay,
+        load_balancing=load_balancing,
     )
     controller.start()
     controller.stop_with_spark_context()

@@ -50,6 +50,7 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
             driver_host,
             float(confs[BY_NAME["forget_after_seconds"].key]),
             float(confs[BY_NAME["rereplication_delay_seconds"].key]),
+            _load_balancing(confs),
         )
         confs[BY_NAME["controller"].key] = controller.address
     if hasattr(builder_or_session, "getOrCreate"):
@@ -67,3 +68,29 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
     for key, value in confs.items():
         session.conf.set(key, value)
     return session
+
+
+def _load_balancing(confs: dict[str, str]) -> Any:
+    """The load-balancing policy's settings from the confs; a bad value is a ValueError naming the setting."""
+    from statestore.controller.load_balancer import BalancerSettings
+
+    def value(name: str, parse: Any) -> Any:
+        setting = BY_NAME[name]
+        raw = confs[setting.key]
+        try:
+            return parse(raw)
+        except ValueError:
+            raise ValueError(f"statestore setting {name} ({setting.key}) is {raw!r}: not a {parse.__name__}") from None
+
+    try:
+        return BalancerSettings(
+            mode=confs[BY_NAME["load_balancing"].key],
+            imbalance_factor=value("load_balancing_factor", float),
+            batches=value("load_balancing_batches", int),
+            max_moves=value("load_balancing_max_moves", int),
+        )
+    except ValueError as exc:
+        raise ValueError(
+            f"statestore load balancing (settings load_balancing, {BY_NAME['load_balancing'].key} and the "
+            f"load_balancing_* ones): {exc}"
+        ) from None

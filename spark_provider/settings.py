@@ -69,6 +69,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("forget_after_seconds", PREFIX + "forgetAfterSeconds", "60",
             "For the controller `enable()` starts: a partition no node claims any more (its query stopped and "
             "Spark unloaded its stores) is forgotten after this long, and its replicas are deleted."),
+    Setting("load_balancing", PREFIX + "loadBalancing", "off",
+            "For the controller `enable()` starts: hand primaries over (one increment each) when one executor "
+            "stays busier than the others: `on`, `dry-run` (only show in `statestore status` the moves it would "
+            "make and why), `off`."),
+    Setting("load_balancing_factor", PREFIX + "loadBalancingFactor", "1.5",
+            "Load balancing: an executor's task time per core over this many times the executors' mean counts as "
+            "imbalance."),
+    Setting("load_balancing_batches", PREFIX + "loadBalancingBatches", "5",
+            "Load balancing: micro-batches in a row over the factor before moving anything (after any operation "
+            "it waits 10 micro-batches before counting again: hysteresis)."),
+    Setting("load_balancing_max_moves", PREFIX + "loadBalancingMaxMoves", "2",
+            "Load balancing: hand-overs per automatic operation (batched strategy)."),
     Setting("rereplication_delay_seconds", PREFIX + "rereplicationDelaySeconds", "10",
             "For the controller `enable()` starts: after an executor is lost, new replicas for its roles wait this "
             "long, so that the copies do not slow the batch resuming its partitions and Spark's replacement "

@@ -28,16 +28,19 @@ from statestore.node.local_channel import (
     STATUS_REPLICATED,
     Committed,
     Incoming,
+    Load,
     Released,
     Reply,
     decode_incoming_list,
     decode_reply,
     encode_committed,
     encode_incoming_list,
+    encode_load,
     encode_released,
     frame,
     read_frame,
 )
+from statestore.rpc import control_pb2
 
 STORE = "5/0/default"
 
@@ -168,6 +171,35 @@ def test_a_broken_frame_is_refused_and_the_connection_closed(channel_cluster: tu
         assert again.request(truncated).status == STATUS_REFUSED
     finally:
         again.close()
+
+
+def test_load_reports_reach_the_controllers_status(channel_cluster: tuple[Cluster, Path], tmp_path: Path) -> None:
+    """LOAD frames after commits: the node keeps means over the last 8 and reports them with the partition; the
+    executor's cores go with the node; a LOAD of a partition the node is not primary of is ignored."""
+    cluster, sock = channel_cluster
+    primary = Primary(tmp_path, STORE, "unused:0")
+    provider = Provider(sock)
+    try:
+        for i in range(10):
+            assert provider.committed(primary, primary.commit(i)).status == STATUS_ACCEPTED
+            load = Load(STORE, primary.ref.checkpoint_dir, primary.store.version, 100 + 10 * i, 50, 4096 + i, 4)
+            assert provider.request(encode_load(load)) == Reply(STATUS_ACCEPTED, "recorded")
+        other = Load("5/9/default", primary.ref.checkpoint_dir, 1, 5, 5, 5, 4)
+        assert provider.request(encode_load(other)) == Reply(STATUS_ACCEPTED, "not primary here: ignored")
+
+        def reported() -> control_pb2.PartitionStatus | None:
+            found = [p for p in cluster.status().partitions if p.store.store_id == STORE and p.load.batches == 8]
+            return found[0] if found else None
+
+        wait_until(lambda: reported() is not None, 20, "the load report in the controller's status")
+        load = reported().load
+        assert load.task_millis == sum(100 + 10 * i for i in range(2, 10)) / 8  # the last 8 batches
+        assert load.rows_written == 50 and load.state_bytes == 4096 + 9
+        node = next(n for n in cluster.status().nodes if n.node.node_id == "node-a")
+        assert node.node.executor_cores == 4
+    finally:
+        provider.close()
+        primary.close()
 
 
 def test_incoming_list_frames_round_trip() -> None:

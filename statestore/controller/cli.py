@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from statestore.node.logs import configure_logging
 
@@ -30,17 +31,62 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="after a node is lost, wait this long before placing new replicas for its roles (default 10)",
     )
+    parser.add_argument(
+        "--load-balancing",
+        choices=("off", "dry-run", "on"),
+        default="off",
+        help="hand primaries over when one executor stays busier than the others: on, dry-run (only report the "
+        "moves in statestore status), off (default)",
+    )
+    parser.add_argument(
+        "--load-balancing-factor",
+        type=float,
+        default=1.5,
+        metavar="X",
+        help="an executor's task time per core over this many times the mean counts as imbalance (default 1.5)",
+    )
+    parser.add_argument(
+        "--load-balancing-batches",
+        type=int,
+        default=5,
+        metavar="N",
+        help="micro-batches in a row over the factor before acting (default 5)",
+    )
+    parser.add_argument(
+        "--load-balancing-max-moves",
+        type=int,
+        default=2,
+        metavar="N",
+        help="hand-overs per automatic operation (default 2)",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from statestore.controller.load_balancer import BalancerSettings
     from statestore.controller.server import REREPLICATION_DELAY_SECONDS, Controller, run_controller
 
     configure_logging(args.log_level)
     delay = REREPLICATION_DELAY_SECONDS if args.rereplication_delay is None else args.rereplication_delay
+    try:
+        balancing = BalancerSettings(
+            mode=args.load_balancing,
+            imbalance_factor=args.load_balancing_factor,
+            batches=args.load_balancing_batches,
+            max_moves=args.load_balancing_max_moves,
+        )
+    except ValueError as exc:
+        print(f"statestore controller: error: {exc}", file=sys.stderr)
+        return 2
     return run_controller(
         Controller(
-            args.listen, args.replication_factor, args.dead_after, args.heartbeat_interval, args.forget_after, delay
+            args.listen,
+            args.replication_factor,
+            args.dead_after,
+            args.heartbeat_interval,
+            args.forget_after,
+            delay,
+            load_balancing=balancing,
         )
     )

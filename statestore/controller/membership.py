@@ -45,6 +45,7 @@ class NodeRecord:
     rack: str = ""  # empty: the node is its own rack
     executor_id: str = ""  # the Spark executor whose state the node keeps (empty: not known)
     executor_host: str = ""
+    executor_cores: int = 0  # the executor's task slots (0: not known)
     primaries: dict[str, Claim] = field(default_factory=dict)  # partition key -> claim
     replicas_held: dict[str, int] = field(default_factory=dict)  # partition key -> version held
     replica_sizes: dict[str, int] = field(default_factory=dict)  # partition key -> bytes on disk
@@ -96,6 +97,7 @@ class Membership:
                 record.last_seen = self._clock()
             record.executor_id = node.executor_id
             record.executor_host = node.executor_host
+            record.executor_cores = node.executor_cores
 
     def now(self) -> float:
         """The controller's clock (monotonic seconds)."""

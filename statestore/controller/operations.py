@@ -9,7 +9,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -17,7 +17,7 @@ import grpc
 from handover.handover import HandOver, HandOverProtocol, HandOverSettings, SparkLevers
 from handover.migration import Migration, order_moves
 from placement import PartitionDemand, Placement, ReplicaGroup, Strategy
-from placement.primaries import balance_primaries
+from placement.primaries import balance_primaries, balance_primaries_by_load
 from statestore.controller.membership import Membership, NodeRecord
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.partition_key import normalized_checkpoint_dir, task_partition_key, task_partition_key_of
@@ -115,6 +115,46 @@ class Operations:
         if not moves:
             notes.append("the placement in force is already balanced: nothing to move")
         return self._start("rebalance", strategy, moves, notes, dry_run)
+
+    def balance_load(
+        self,
+        loads: Mapping[str, float],
+        cores: Mapping[str, int],
+        notes: list[str],
+        max_moves: int,
+        min_gain: float = 0.0,
+        dry_run: bool = False,
+    ) -> control_pb2.OperationStatus | None:
+        """Hand primaries over inside their groups so that the busiest executor's task time per core falls as
+        far as role swaps allow (`loads`: task partition -> milliseconds per batch; at most `max_moves`), with
+        the batched strategy: the load-balancing policy's operation (`notes` say why it was started). None, and
+        nothing started, when the busiest load per core would fall by less than `min_gain` milliseconds."""
+        target = self._groups.target(None)
+        if target is None:
+            return None
+        placement, running = target
+        fixed = frozenset(t for t in placement if t not in running)
+        before = _busiest_per_core(placement, loads, cores)
+        balanced, swapped = balance_primaries_by_load(placement, loads, cores, fixed, max_moves)
+        after = _busiest_per_core(balanced, loads, cores)
+        if not swapped or before - after < min_gain:
+            return None
+        moves, more = self._moves_to((balanced, running))
+        for move in moves:
+            if move.task in swapped:
+                move.log.append(
+                    f"load balancing: {loads.get(move.task, 0.0):.0f} ms per batch moves from node {move.source} "
+                    f"to node {move.target}"
+                )
+        notes = [*notes, f"busiest executor's task time per core: {before:.0f} ms per batch, {after:.0f} ms after "
+                 f"the moves", *more]  # fmt: skip
+        return self._start("balance", Strategy.BATCHED, moves, notes, dry_run)
+
+    @property
+    def running(self) -> bool:
+        """Whether an operation is being carried out now."""
+        with self._lock:
+            return any(m.running for m in self._operations)
 
     def status(self, operation_id: int = 0) -> control_pb2.OperationStatus:
         """Operation `operation_id`'s status (0: the last one)."""
@@ -290,3 +330,11 @@ def _move_bytes(move: HandOver, demands: dict[str, PartitionDemand], membership:
     target = membership.node(move.target)
     warm = target is not None and any(task_partition_key_of(k) == move.task for k in target.replicas_held)
     return demand.increment_bytes if warm else demand.size_bytes + demand.increment_bytes
+
+
+def _busiest_per_core(placement: Placement, loads: Mapping[str, float], cores: Mapping[str, int]) -> float:
+    """The largest sum of primaries' loads over a node's cores in `placement`."""
+    per_node: dict[str, float] = {}
+    for task, group in placement.items():
+        per_node[group.primary] = per_node.get(group.primary, 0.0) + loads.get(task, 0.0)
+    return max((load / max(cores.get(node, 1), 1) for node, load in per_node.items()), default=0.0)

@@ -13,6 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from handover.failover import Steer, SteerFunction
 from handover.handover import SparkLevers
+from statestore.controller.load_balancer import BalancerSettings, LoadBalancer
 from statestore.controller.membership import Membership
 from statestore.controller.operations import Operations
 from statestore.controller.service import ControlService
@@ -38,6 +39,7 @@ class Controller:
         heartbeat_interval: float = 0.5,
         forget_after: float = 60.0,
         rereplication_delay: float = REREPLICATION_DELAY_SECONDS,
+        load_balancing: BalancerSettings | None = None,
     ) -> None:
         self.listen = listen
         self.replication_factor = replication_factor
@@ -45,6 +47,8 @@ class Controller:
         self._service = ControlService(self.membership, replication_factor, heartbeat_interval, rereplication_delay)
         self._server: grpc.Server | None = None
         self.port = 0
+        balancing = load_balancing or BalancerSettings()
+        self.load_balancer = LoadBalancer(self.membership, self._service.operations, balancing)
 
     def start(self) -> int:
         """Serve; returns the bound port (useful with port 0). Raises NodeStartupError if it cannot listen."""
@@ -62,6 +66,7 @@ class Controller:
         health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         health_servicer.set("statestore.rpc.Control", health_pb2.HealthCheckResponse.SERVING)
         self._server = server
+        self.load_balancer.start()
         log_event(
             _log,
             "listening",
@@ -69,6 +74,7 @@ class Controller:
             port=self.port,
             replication_factor=self.replication_factor,
             dead_after=self.membership.dead_after,
+            load_balancing=self.load_balancer.settings.mode,
         )
         return self.port
 
@@ -88,6 +94,7 @@ class Controller:
 
     def stop(self, grace: float = 2.0) -> None:
         """Stop serving."""
+        self.load_balancer.stop()
         self._service.operations.stop()
         if self._server is not None:
             self._server.stop(grace).wait()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from handover.failover import Failover
+from statestore.controller.load import executor_loads
 from statestore.controller.membership import Membership
 from statestore.controller.placement_inputs import demand_of
 from statestore.controller.replica_groups import ReplicaGroups
@@ -47,7 +48,9 @@ def build_status(
         ),
     )
     records = membership.nodes()
+    loads = executor_loads(membership)
     for record in records:
+        load = loads.get(record.node_id)
         reply.nodes.append(
             control_pb2.NodeStatus(
                 node=control_pb2.NodeRef(
@@ -55,11 +58,14 @@ def build_status(
                     address=record.address,
                     executor_id=record.executor_id,
                     executor_host=record.executor_host,
+                    executor_cores=record.executor_cores,
                 ),
                 alive=membership.is_alive(record),
                 seconds_since_heartbeat=membership.seconds_since(record),
                 primaries=len(record.primaries),
                 replicas=len(record.replicas_held),
+                load_millis=load.millis if load else 0.0,
+                load_per_core=load.per_core if load else 0.0,
             )
         )
     by_id = {r.node_id: r for r in records}
@@ -78,6 +84,8 @@ def build_status(
         )
         if report.HasField("last_load"):
             status.last_load.CopyFrom(report.last_load)
+        if report.HasField("load"):
+            status.load.CopyFrom(report.load)
         for node_id in chooser.choose_replica_group(key, partition.primary):
             record = by_id.get(node_id)
             held = record.replicas_held.get(key, 0) if record else 0
@@ -115,6 +123,7 @@ def format_status(reply: control_pb2.StatusReply) -> str:
             f"{n.seconds_since_heartbeat:.1f}s",
             str(n.primaries),
             str(n.replicas),
+            _executor_load(n),
         ]
         for n in reply.nodes
     ]
@@ -130,6 +139,7 @@ def format_status(reply: control_pb2.StatusReply) -> str:
                     p.store.store_id,
                     p.primary_node,
                     str(p.primary_version),
+                    f"{p.load.task_millis:.0f} ms" if index == 0 and p.HasField("load") else "",
                     describe_load(p.last_load) if index == 0 and p.HasField("last_load") else "",
                     r.node_id if r else "-",
                     str(r.version_held) if r else "-",
@@ -146,13 +156,16 @@ def format_status(reply: control_pb2.StatusReply) -> str:
     )
     return (
         f"replication factor q={reply.replication_factor}\n{placement}\n\nNODES\n"
-        + _table(["node", "address", "executor", "state", "last heartbeat", "primaries", "replicas"], nodes)
+        + _table(
+            ["node", "address", "executor", "state", "last heartbeat", "primaries", "replicas", "load/batch"], nodes
+        )
         + "\n\nPARTITIONS"
         + (f" of the query checkpointed at {roots[0]}" if len(roots) == 1 else "")
         + "\n"
         + _table(
             (["query"] if several else [])
-            + ["partition", "primary", "version", "loaded from", "replica", "held", "lag versions", "lag bytes"],
+            + ["partition", "primary", "version", "task/batch", "loaded from", "replica", "held", "lag versions",
+               "lag bytes"],
             partitions,
         )
         + ("\n\nFAILOVER\n" + "\n".join(steered) if steered else "")
@@ -176,7 +189,18 @@ def _operations(reply: control_pb2.StatusReply) -> str:
             blocks.append(block)
         else:
             blocks.append(format_operation(operation).splitlines()[0])
+        # An automatic operation says why it was started (the load-balancing policy's reason).
+        blocks.extend(f"    why: {note}" for note in operation.notes if note.startswith("automatic"))
     return "\n\nMOVES\n" + "\n".join(blocks)
+
+
+def _executor_load(node: control_pb2.NodeStatus) -> str:
+    """An executor's task milliseconds per batch, and per core when it has several ("-": no report yet)."""
+    if not node.load_millis:
+        return "-"
+    cores = node.node.executor_cores
+    per_core = f" ({node.load_per_core:.0f} ms/core)" if cores > 1 else ""
+    return f"{node.load_millis:.0f} ms{per_core}"
 
 
 def describe_load(load: control_pb2.LoadReport) -> str:

@@ -4,7 +4,8 @@ A Unix domain socket speaking the framed messages of docs/formats.md section 6. 
 the same path as `Primary.Ship`: the increment is verified, kept in the increment log and queued for the
 partition's replica group. `MATERIALIZE` asks for the node's copy of a partition as a RocksDB checkpoint
 (answered by one `MATERIALIZED`), `INCOMING` which partitions a running hand-over moves to this node (answered
-by one `INCOMING_LIST`: the executor opens them ahead of the batch that moves them), `PROMOTE` makes the node a
+by one `INCOMING_LIST`: the executor opens them ahead of the batch that moves them), `LOAD` reports what a
+committed batch cost (for load balancing), `PROMOTE` makes the node a
 partition's primary, `DEMOTE` hands it the provider's unloaded directory to keep as a replica, `RELEASED` says
 the provider unloaded a partition. The node answers every other request with one `REPLY`, in order.
 """
@@ -38,6 +39,7 @@ RELEASED = 6
 MATERIALIZED = 7
 INCOMING = 8
 INCOMING_LIST = 9
+LOAD = 10
 
 MATERIALIZED_OK = 0
 MATERIALIZED_NONE = 1
@@ -146,6 +148,19 @@ class Demote:
     version: int
     lineage: bytes | None
     directory: str
+
+
+@dataclass(frozen=True)
+class Load:
+    """A `LOAD` frame: what the batch that committed `version` of the partition cost its executor."""
+
+    store_id: str
+    checkpoint_dir: str
+    version: int
+    task_millis: int
+    rows_written: int
+    state_bytes: int
+    executor_cores: int
 
 
 @dataclass(frozen=True)
@@ -363,6 +378,33 @@ def decode_demote(fields: bytes) -> Demote:
     return Demote(store_id, checkpoint_dir, version, lineage, directory)
 
 
+def encode_load(message: Load) -> bytes:
+    """The `LOAD` frame of `message` (what the provider sends after a commit)."""
+    fields = (
+        _string(message.store_id)
+        + _string(message.checkpoint_dir)
+        + struct.pack(
+            ">QIQQH",
+            message.version,
+            message.task_millis,
+            message.rows_written,
+            message.state_bytes,
+            message.executor_cores,
+        )
+    )
+    return frame(LOAD, fields)
+
+
+def decode_load(fields: bytes) -> Load:
+    """The `LOAD` message whose fields are `fields`. Raises FrameError."""
+    reader = _Reader(fields)
+    store_id, checkpoint_dir = reader.string(), reader.string()
+    version, task_millis, rows = reader.u64(), reader.u32(), reader.u64()
+    state_bytes, cores = reader.u64(), reader.u16()
+    reader.end()
+    return Load(store_id, checkpoint_dir, version, task_millis, rows, state_bytes, cores)
+
+
 def encode_incoming_list(entries: list[Incoming]) -> bytes:
     """The `INCOMING_LIST` frame answering an `INCOMING` (which has no fields)."""
     fields = struct.pack(">H", len(entries)) + b"".join(
@@ -471,6 +513,9 @@ class LocalPrimary(Protocol):
     def incoming(self) -> list[Incoming]:
         """INCOMING: the partitions a running hand-over moves to this node, with its replicas' versions."""
 
+    def load(self, store: common_pb2.StoreRef, message: Load) -> str:
+        """LOAD: what a committed batch of the partition cost its executor; returns a note for the REPLY."""
+
 
 class LocalChannelServer:
     """Serves the local socket: one thread accepts, one thread per connection answers its requests in order."""
@@ -565,6 +610,7 @@ class LocalChannelServer:
             RELEASED: self._answer_released,
             PROMOTE: self._answer_promote,
             DEMOTE: self._answer_demote,
+            LOAD: self._answer_load,
         }
         handler = handlers.get(frame_type)
         if handler is None:
@@ -637,6 +683,13 @@ class LocalChannelServer:
         except FrameError as exc:
             return Reply(STATUS_REFUSED, f"bad DEMOTE frame: {exc}")
         return Reply(STATUS_ACCEPTED, self._primary.demote(_store(message.store_id, message.checkpoint_dir), message))
+
+    def _answer_load(self, fields: bytes) -> Reply:
+        try:
+            message = decode_load(fields)
+        except FrameError as exc:
+            return Reply(STATUS_REFUSED, f"bad LOAD frame: {exc}")
+        return Reply(STATUS_ACCEPTED, self._primary.load(_store(message.store_id, message.checkpoint_dir), message))
 
     def stop(self) -> None:
         """Stop accepting, close every connection and remove the socket file."""

@@ -71,6 +71,11 @@ class Heartbeater:
                 self._node.executor_host = executor_host
                 log_event(_log, "executor_known", executor_id=executor_id, executor_host=executor_host)
 
+    def set_executor_cores(self, cores: int) -> None:
+        """The task slots of the executor this node serves (a provider's LOAD names them)."""
+        with self._beat_lock:
+            self._node.executor_cores = cores
+
     def beat(self) -> bool:
         """One heartbeat now (registering first if needed); returns whether the controller answered."""
         if self._stub is None:

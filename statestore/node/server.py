@@ -24,6 +24,7 @@ from statestore.node.local_channel import (
     Committed,
     Demote,
     Incoming,
+    Load,
     LocalChannelError,
     LocalChannelServer,
     Materialize,
@@ -37,7 +38,7 @@ from statestore.node.membership import Heartbeater
 from statestore.node.replica import ReplicaSet
 from statestore.node.service import PrimaryService, ReplicationService
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
-from statestore.node.shipper import LoadNote, Shipper
+from statestore.node.shipper import BatchCost, LoadNote, Shipper
 from statestore.rpc import common_pb2, control_pb2, replication_pb2_grpc
 
 _log = logging.getLogger("statestore.node")
@@ -193,6 +194,14 @@ class StateNode:
         """MATERIALIZE: this node's copy of the partition, or a peer's (statestore.node.materialize)."""
         assert self.materializer is not None
         return self.materializer.materialize(store, message)
+
+    def load(self, store: common_pb2.StoreRef, message: Load) -> str:
+        """LOAD: what a committed batch cost the executor, kept for the heartbeat's load report."""
+        assert self.shipper is not None and self.heartbeater is not None
+        if message.executor_cores:
+            self.heartbeater.set_executor_cores(message.executor_cores)
+        cost = BatchCost(message.version, message.task_millis, message.rows_written, message.state_bytes)
+        return "recorded" if self.shipper.record_cost(store, cost) else "not primary here: ignored"
 
     def incoming(self) -> list[Incoming]:
         """INCOMING: the partitions the controller's running hand-over moves here, with this node's replicas'

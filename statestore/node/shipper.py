@@ -321,6 +321,20 @@ class LoadNote:
     at: float  # time.monotonic() when the node learned of it
 
 
+@dataclass(frozen=True)
+class BatchCost:
+    """What one committed batch of a partition cost its executor (a `LOAD` from the local provider)."""
+
+    version: int
+    task_millis: int
+    rows_written: int
+    state_bytes: int
+
+
+# Batches the load report's means cover.
+_COSTS_KEPT = 8
+
+
 @dataclass
 class _PrimaryPartition:
     store: common_pb2.StoreRef
@@ -331,6 +345,7 @@ class _PrimaryPartition:
     committed_at: float = 0.0  # time.monotonic() of the last ship, or of the promotion
     load: LoadNote | None = None
     place: control_pb2.SparkPlace | None = None
+    costs: deque[BatchCost] = field(default_factory=lambda: deque(maxlen=_COSTS_KEPT))
 
 
 @dataclass(frozen=True)
@@ -623,6 +638,16 @@ class Shipper:
             log_event(_log, "replica_link_retired", replica=self._links[address].node_id, peer=address)
             self._links.pop(address).retire()
 
+    def record_cost(self, store: common_pb2.StoreRef, cost: BatchCost) -> bool:
+        """Keep what a committed batch of a partition this node is primary of cost; False when it is not (a late
+        report after a demotion)."""
+        with self._cond:
+            partition = self._partitions.get(partition_key(store))
+            if partition is None:
+                return False
+            partition.costs.append(cost)
+            return True
+
     def reports(self) -> list[control_pb2.PrimaryReport]:
         """Each primary partition's version, how long ago it was committed, and its replicas' acked versions
         and lag in bytes."""
@@ -656,6 +681,8 @@ class Shipper:
                     )
                 if partition.place is not None:
                     report.place.CopyFrom(partition.place)
+                if partition.costs:
+                    report.load.CopyFrom(_mean_load(partition.costs))
                 reports.append(report)
         for report in reports:  # outside the lock: may stat files of the checkpoint location
             for replica in report.replicas:
@@ -684,3 +711,13 @@ class Shipper:
             self._links.clear()
         for link in links:
             link.close()
+
+
+def _mean_load(costs: deque[BatchCost]) -> control_pb2.PartitionLoad:
+    n = len(costs)
+    return control_pb2.PartitionLoad(
+        task_millis=sum(c.task_millis for c in costs) / n,
+        rows_written=sum(c.rows_written for c in costs) / n,
+        state_bytes=costs[-1].state_bytes,
+        batches=n,
+    )

@@ -126,18 +126,20 @@ class Holder(_message.Message):
     def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class NodeRef(_message.Message):
-    __slots__ = ("node_id", "address", "rack", "executor_id", "executor_host")
+    __slots__ = ("node_id", "address", "rack", "executor_id", "executor_host", "executor_cores")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RACK_FIELD_NUMBER: _ClassVar[int]
     EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTOR_HOST_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_CORES_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     rack: str
     executor_id: str
     executor_host: str
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., rack: _Optional[str] = ..., executor_id: _Optional[str] = ..., executor_host: _Optional[str] = ...) -> None: ...
+    executor_cores: int
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., rack: _Optional[str] = ..., executor_id: _Optional[str] = ..., executor_host: _Optional[str] = ..., executor_cores: _Optional[int] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("node",)
@@ -164,7 +166,7 @@ class ReplicaProgress(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., acked_version: _Optional[int] = ..., lag_bytes: _Optional[int] = ...) -> None: ...
 
 class PrimaryReport(_message.Message):
-    __slots__ = ("store", "version", "replicas", "seconds_since_commit", "increment_bytes", "last_load", "place")
+    __slots__ = ("store", "version", "replicas", "seconds_since_commit", "increment_bytes", "last_load", "place", "load")
     STORE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +174,7 @@ class PrimaryReport(_message.Message):
     INCREMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
     LAST_LOAD_FIELD_NUMBER: _ClassVar[int]
     PLACE_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
     store: _common_pb2.StoreRef
     version: int
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
@@ -179,7 +182,20 @@ class PrimaryReport(_message.Message):
     increment_bytes: int
     last_load: LoadReport
     place: SparkPlace
-    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., seconds_since_commit: _Optional[float] = ..., increment_bytes: _Optional[int] = ..., last_load: _Optional[_Union[LoadReport, _Mapping]] = ..., place: _Optional[_Union[SparkPlace, _Mapping]] = ...) -> None: ...
+    load: PartitionLoad
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., seconds_since_commit: _Optional[float] = ..., increment_bytes: _Optional[int] = ..., last_load: _Optional[_Union[LoadReport, _Mapping]] = ..., place: _Optional[_Union[SparkPlace, _Mapping]] = ..., load: _Optional[_Union[PartitionLoad, _Mapping]] = ...) -> None: ...
+
+class PartitionLoad(_message.Message):
+    __slots__ = ("task_millis", "rows_written", "state_bytes", "batches")
+    TASK_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    STATE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    task_millis: float
+    rows_written: float
+    state_bytes: int
+    batches: int
+    def __init__(self, task_millis: _Optional[float] = ..., rows_written: _Optional[float] = ..., state_bytes: _Optional[int] = ..., batches: _Optional[int] = ...) -> None: ...
 
 class LoadReport(_message.Message):
     __slots__ = ("source", "version", "from_version", "versions_applied", "millis", "seconds_ago")
@@ -246,18 +262,22 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("node", "alive", "seconds_since_heartbeat", "primaries", "replicas")
+    __slots__ = ("node", "alive", "seconds_since_heartbeat", "primaries", "replicas", "load_millis", "load_per_core")
     NODE_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
     SECONDS_SINCE_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     PRIMARIES_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    LOAD_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    LOAD_PER_CORE_FIELD_NUMBER: _ClassVar[int]
     node: NodeRef
     alive: bool
     seconds_since_heartbeat: float
     primaries: int
     replicas: int
-    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., alive: _Optional[bool] = ..., seconds_since_heartbeat: _Optional[float] = ..., primaries: _Optional[int] = ..., replicas: _Optional[int] = ...) -> None: ...
+    load_millis: float
+    load_per_core: float
+    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., alive: _Optional[bool] = ..., seconds_since_heartbeat: _Optional[float] = ..., primaries: _Optional[int] = ..., replicas: _Optional[int] = ..., load_millis: _Optional[float] = ..., load_per_core: _Optional[float] = ...) -> None: ...
 
 class ReplicaStatus(_message.Message):
     __slots__ = ("node_id", "version_held", "lag_versions", "lag_bytes")
@@ -272,7 +292,7 @@ class ReplicaStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., version_held: _Optional[int] = ..., lag_versions: _Optional[int] = ..., lag_bytes: _Optional[int] = ...) -> None: ...
 
 class PartitionStatus(_message.Message):
-    __slots__ = ("store", "primary_node", "primary_version", "replicas", "increment_bytes", "state_bytes", "last_load", "steered_to")
+    __slots__ = ("store", "primary_node", "primary_version", "replicas", "increment_bytes", "state_bytes", "last_load", "steered_to", "load")
     STORE_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_NODE_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -281,6 +301,7 @@ class PartitionStatus(_message.Message):
     STATE_BYTES_FIELD_NUMBER: _ClassVar[int]
     LAST_LOAD_FIELD_NUMBER: _ClassVar[int]
     STEERED_TO_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
     store: _common_pb2.StoreRef
     primary_node: str
     primary_version: int
@@ -289,7 +310,8 @@ class PartitionStatus(_message.Message):
     state_bytes: int
     last_load: LoadReport
     steered_to: str
-    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., primary_version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., increment_bytes: _Optional[int] = ..., state_bytes: _Optional[int] = ..., last_load: _Optional[_Union[LoadReport, _Mapping]] = ..., steered_to: _Optional[str] = ...) -> None: ...
+    load: PartitionLoad
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., primary_version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., increment_bytes: _Optional[int] = ..., state_bytes: _Optional[int] = ..., last_load: _Optional[_Union[LoadReport, _Mapping]] = ..., steered_to: _Optional[str] = ..., load: _Optional[_Union[PartitionLoad, _Mapping]] = ...) -> None: ...
 
 class PlacementStatus(_message.Message):
     __slots__ = ("total", "traffic", "load", "migration", "lower_bound", "replicas", "replans", "note")

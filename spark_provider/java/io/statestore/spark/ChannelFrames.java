@@ -17,6 +17,7 @@ final class ChannelFrames {
   static final byte MATERIALIZED = 7;
   static final byte INCOMING = 8;
   static final byte INCOMING_LIST = 9;
+  static final byte LOAD = 10;
 
   static final int MATERIALIZED_OK = 0;
   static final int MATERIALIZED_NONE = 1;
@@ -77,6 +78,10 @@ final class ChannelFrames {
       return this;
     }
 
+    Fields u16(int v) {
+      return raw(ByteBuffer.allocate(2).putShort((short) v).array());
+    }
+
     Fields u32(long v) {
       return raw(ByteBuffer.allocate(4).putInt((int) v).array());
     }
@@ -116,6 +121,13 @@ final class ChannelFrames {
       boolean allowPeer, long deadlineMs) {
     return new Fields().str(storeId).str(checkpointDir).u64(version).str(targetDir).u8(allowPeer ? FLAG_PEER : 0)
         .u32(deadlineMs).frame(MATERIALIZE);
+  }
+
+  /** The LOAD frame: what the batch that committed {@code version} cost its executor (load balancing). */
+  static ByteBuffer load(String storeId, String checkpointDir, long version, long taskMillis, long rowsWritten,
+      long stateBytes, int executorCores) {
+    return new Fields().str(storeId).str(checkpointDir).u64(version).u32(Math.min(taskMillis, 0xFFFFFFFFL))
+        .u64(rowsWritten).u64(stateBytes).u16(Math.min(executorCores, 0xFFFF)).frame(LOAD);
   }
 
   /** The INCOMING frame: which partitions a running hand-over moves to this node (no fields). */

@@ -260,6 +260,14 @@ final class LocalChannel {
         ChannelFrames.promote(storeId, checkpointDir, version, lineage, load, loadVersion, place), spec, null);
   }
 
+  /** What the batch that committed {@code version} cost its executor (LOAD), after that version's COMMITTED. */
+  void load(String storeId, String checkpointDir, long version, long taskMillis, long rowsWritten, long stateBytes,
+      int executorCores, NodeSidecar.Spec spec) {
+    notice("load report", storeId, version,
+        ChannelFrames.load(storeId, checkpointDir, version, taskMillis, rowsWritten, stateBytes, executorCores), spec,
+        null);
+  }
+
   /** How many connections the sender opened so far: a new one means the node may have restarted (and forgotten
    * what it was told). */
   long connections() {

@@ -103,6 +103,8 @@ public final class StatestoreProvider implements StateStoreProvider {
         return t;
       });
   private boolean closing;
+  /** When the batch being written loaded its store (System.nanoTime): a commit reports the batch's cost from it. */
+  private long batchStartNanos;
   /** Set at the end of close (guarded by the monitor; waiters are notified). */
   private boolean closed;
   private volatile Future<?> pendingSnapshot;
@@ -239,6 +241,7 @@ public final class StatestoreProvider implements StateStoreProvider {
     current = new StatestoreStore(this, local, version, pending == null ? null : new PartialMerge(pending, local));
     Faults.at(settings.faultsFile, "load", storeId.partitionId(), storeIdString);
     writerOpen = true;
+    batchStartNanos = System.nanoTime();
     org.apache.spark.TaskContext task = org.apache.spark.TaskContext.get();
     if (task != null) {
       // Spark reads the store's metrics after its commit, in the same task: a close Spark asks for meanwhile
@@ -365,6 +368,12 @@ public final class StatestoreProvider implements StateStoreProvider {
     return task == null ? -1 : task.taskAttemptId();
   }
 
+  /** The task slots of this executor (spark.executor.cores; 1 when not set, as Spark's default). */
+  private static int executorCores() {
+    org.apache.spark.SparkEnv env = org.apache.spark.SparkEnv.get();
+    return env == null ? 1 : env.conf().getInt("spark.executor.cores", 1);
+  }
+
   /** Who runs this partition's task now, in Spark's terms (the driver steers the next task with it). */
   private ChannelFrames.SparkPlace sparkPlace() {
     org.apache.spark.SparkEnv env = org.apache.spark.SparkEnv.get();
@@ -417,6 +426,9 @@ public final class StatestoreProvider implements StateStoreProvider {
         LAST_OWNER.put(partitionKey(), this);
         channel.committed(storeIdString, checkpoint.dir.toString(), inc.version, rewritesHistory, bytes,
             settings.syncReplication, sidecarSpec);
+        channel.load(storeIdString, checkpoint.dir.toString(), inc.version,
+            (System.nanoTime() - batchStartNanos) / 1_000_000, inc.size, store.sstBytes(), executorCores(),
+            sidecarSpec);
       }
       Faults.at(settings.faultsFile, "committed", storeId.partitionId(), storeIdString);
       long end = System.nanoTime();

@@ -1,0 +1,63 @@
+"""How busy each executor is: the load reports of its primaries, per task partition (load balancing's measure).
+
+A node reports, per store partition it is primary of, what its last batches cost (`PartitionLoad`: means over
+up to 8 batches). The stores one Spark task loads (a stream-stream join's four) are busy in the same task, so a
+task partition's load is the largest of its stores' task times, not their sum. An executor's load is the sum of
+its task partitions' loads, and that over its task slots is what balancing compares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from statestore.controller.membership import Membership
+from statestore.partition_key import task_partition_key
+
+
+@dataclass(frozen=True)
+class ExecutorLoad:
+    """One live node's executor: the task partitions it runs and what their batches cost it."""
+
+    node_id: str
+    executor_id: str
+    cores: int
+    tasks: dict[str, float]  # task partition key -> task milliseconds per batch
+
+    @property
+    def millis(self) -> float:
+        """Task milliseconds per batch, summed over its task partitions."""
+        return sum(self.tasks.values())
+
+    @property
+    def per_core(self) -> float:
+        """`millis` over its task slots (1 when not known)."""
+        return self.millis / max(self.cores, 1)
+
+
+def task_loads(membership: Membership) -> dict[str, float]:
+    """Task partition key -> task milliseconds per batch (its stores' largest), for those with a load report."""
+    loads: dict[str, float] = {}
+    for partition in membership.partitions():
+        if partition.report.HasField("load"):
+            task = task_partition_key(partition.store)
+            loads[task] = max(loads.get(task, 0.0), partition.report.load.task_millis)
+    return loads
+
+
+def executor_loads(membership: Membership) -> dict[str, ExecutorLoad]:
+    """Node id -> its executor's load, for every live node serving a Spark executor (those running no task
+    partition included, with no load: a new executor is where load should go)."""
+    loads = task_loads(membership)
+    live = set(membership.live_node_ids())
+    running: dict[str, dict[str, float]] = {}
+    for partition in membership.partitions():
+        task = task_partition_key(partition.store)
+        if partition.primary in live and task in loads:
+            running.setdefault(partition.primary, {})[task] = loads[task]
+    return {
+        record.node_id: ExecutorLoad(
+            record.node_id, record.executor_id, record.executor_cores, running.get(record.node_id, {})
+        )
+        for record in membership.nodes()
+        if record.node_id in live and record.executor_id
+    }

@@ -1,0 +1,235 @@
+"""Load balancing's pieces without Spark: primaries balanced by load inside their replica groups
+(`placement.primaries.balance_primaries_by_load`), executors' loads from the nodes' load reports
+(`statestore.controller.load`), and the policy (`statestore.controller.load_balancer`): imbalance counted over
+batches in a row, an operation started (or only planned in dry-run mode) that says why, a cooldown after it, and
+nothing done when no role swap would help."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_node_harness import FakeClock
+
+from handover.handover import SparkLevers
+from placement import Placement, ReplicaGroup
+from placement.primaries import balance_primaries_by_load
+from statestore.controller.load import executor_loads, task_loads
+from statestore.controller.load_balancer import BalancerSettings, LoadBalancer
+from statestore.controller.membership import Membership
+from statestore.controller.operations import Operations
+from statestore.controller.replica_groups import ReplicaGroups
+from statestore.controller.status import build_status, format_status
+from statestore.partition_key import task_partition_key
+from statestore.rpc import common_pb2, control_pb2
+
+ROOT = "/data/q/checkpoint"
+
+
+# ------------------------------------------------------------------------------ balance_primaries_by_load
+
+
+def busiest(placement: Placement, loads: dict[str, float], cores: dict[str, int]) -> float:
+    per_node: dict[str, float] = {}
+    for partition, group in placement.items():
+        per_node[group.primary] = per_node.get(group.primary, 0.0) + loads.get(partition, 0.0)
+    return max((v / cores.get(n, 1) for n, v in per_node.items()), default=0.0)
+
+
+def test_a_hot_partition_is_handed_to_its_replica_and_cold_ones_stay() -> None:
+    placement = Placement(
+        {
+            "hot": ReplicaGroup("a", ("b",)),
+            "warm": ReplicaGroup("a", ("c",)),
+            "cold": ReplicaGroup("b", ("a",)),
+        }
+    )
+    loads = {"hot": 900.0, "warm": 300.0, "cold": 100.0}
+    after, swapped = balance_primaries_by_load(placement, loads, {})
+    # a ran 1200 ms per batch; handing "hot" to b gives a 300, b 1000; handing "warm" to c gives a 900: better.
+    assert swapped == ["warm"] and after["warm"] == ReplicaGroup("c", ("a",))
+    assert busiest(after, loads, {}) == 900.0
+    assert {p: set(g.nodes) for p, g in after.items()} == {p: set(g.nodes) for p, g in placement.items()}
+
+
+def test_cores_count_and_fixed_partitions_keep_their_primary() -> None:
+    placement = Placement({"p1": ReplicaGroup("a", ("b",)), "p2": ReplicaGroup("a", ("b",))})
+    loads = {"p1": 400.0, "p2": 400.0}
+    # b has 4 cores: both fit there better than on a's one.
+    after, swapped = balance_primaries_by_load(placement, loads, {"a": 1, "b": 4})
+    assert sorted(swapped) == ["p1", "p2"] and all(g.primary == "b" for g in after.values())
+    after, swapped = balance_primaries_by_load(placement, loads, {"a": 1, "b": 4}, fixed=frozenset({"p1"}))
+    assert swapped == ["p2"] and after["p1"].primary == "a"
+    after, swapped = balance_primaries_by_load(placement, loads, {"a": 1, "b": 4}, max_swaps=1)
+    assert len(swapped) == 1
+
+
+@st.composite
+def loaded_placements(draw: st.DrawFn) -> tuple[Placement, dict[str, float], dict[str, int]]:
+    nodes = [f"n{i}" for i in range(draw(st.integers(2, 5)))]
+    replicas = draw(st.integers(1, len(nodes) - 1))
+    groups, loads = {}, {}
+    for i in range(draw(st.integers(0, 12))):
+        members = draw(st.permutations(nodes))[: replicas + 1]
+        groups[f"p{i:02d}"] = ReplicaGroup(members[0], tuple(members[1:]))
+        loads[f"p{i:02d}"] = float(draw(st.integers(0, 1000)))
+    cores = {n: draw(st.integers(1, 4)) for n in nodes}
+    return Placement(groups), loads, cores
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=loaded_placements())
+def test_balancing_by_load_keeps_groups_and_never_raises_the_busiest(
+    case: tuple[Placement, dict[str, float], dict[str, int]],
+) -> None:
+    placement, loads, cores = case
+    after, swapped = balance_primaries_by_load(placement, loads, cores)
+    assert {p: set(g.nodes) for p, g in after.items()} == {p: set(g.nodes) for p, g in placement.items()}
+    assert busiest(after, loads, cores) <= busiest(placement, loads, cores) + 1e-9
+    assert {p for p in placement if after[p].primary != placement[p].primary} <= set(swapped)
+    assert balance_primaries_by_load(placement, loads, cores) == (after, swapped)
+
+
+# -------------------------------------------------------------------------------- executors' load, policy
+
+
+def store(partition: int, name: str = "default") -> common_pb2.StoreRef:
+    suffix = "" if name == "default" else f"/{name}"
+    return common_pb2.StoreRef(store_id=f"0/{partition}/{name}", checkpoint_dir=f"{ROOT}/state/0/{partition}{suffix}")
+
+
+def beat(
+    membership: Membership,
+    node: str,
+    primaries: list[tuple[common_pb2.StoreRef, float]] = (),
+    replicas: list[common_pb2.StoreRef] = (),
+    version: int = 3,
+    cores: int = 1,
+) -> None:
+    """A heartbeat of `node` (Spark executor `node`), primary of `primaries` (store, task ms per batch)."""
+    reports = []
+    for s, millis in primaries:
+        report = control_pb2.PrimaryReport(store=s, version=version)
+        report.load.CopyFrom(control_pb2.PartitionLoad(task_millis=millis, rows_written=10, batches=8))
+        reports.append(report)
+    membership.heartbeat(
+        control_pb2.HeartbeatRequest(
+            node=control_pb2.NodeRef(
+                node_id=node, address=f"{node}:1", executor_id=node, executor_host="10.0.0.1", executor_cores=cores
+            ),
+            primaries=reports,
+            replicas_held=[common_pb2.VersionHeld(store=s, version=version) for s in replicas],
+        )
+    )
+
+
+def test_an_executors_load_sums_its_task_partitions_and_a_joins_stores_count_once() -> None:
+    membership = Membership(dead_after=3.0, clock=FakeClock())
+    join = [(store(0, n), 100.0 + i) for i, n in enumerate(["left-a", "left-b", "right-a", "right-b"])]
+    beat(membership, "a", [*join, (store(1), 50.0)], cores=2)
+    beat(membership, "b")
+    tasks = task_loads(membership)
+    assert tasks[task_partition_key(store(0, "left-a"))] == 103.0  # the largest of the task's four stores
+    loads = executor_loads(membership)
+    assert loads["a"].millis == 153.0 and loads["a"].per_core == 76.5
+    assert loads["b"].millis == 0.0 and loads["b"].tasks == {}  # an idle executor counts: load should go there
+    reply = build_status(membership, ReplicaGroups(membership, q=1), 1)
+    nodes = {n.node.node_id: n for n in reply.nodes}
+    assert nodes["a"].load_millis == 153.0 and nodes["a"].node.executor_cores == 2
+    shown = format_status(reply)
+    assert "load/batch" in shown and "153 ms (76 ms/core)" in shown and "task/batch" in shown
+
+
+class Cluster:
+    """Nodes a, b, c: a is primary of partitions 0-3 (0 and 1 hot), each partition's replica on b or c."""
+
+    def __init__(self) -> None:
+        self.membership = Membership(dead_after=30.0, clock=FakeClock())
+        self.operations = Operations(self.membership, ReplicaGroups(self.membership, q=1))
+        self.steered: list[object] = []
+        self.operations.attach_spark(SparkLevers(steer=self.steered.append, locate=lambda _steer: ""))
+        self.version = 3
+
+    def batch(self, loads: dict[int, float]) -> None:
+        """One more micro-batch committed everywhere, with these task times on a."""
+        self.version += 1
+        beat(self.membership, "a", [(store(p), ms) for p, ms in loads.items()], version=self.version)
+        beat(self.membership, "b", replicas=[store(0), store(2)], version=self.version)
+        beat(self.membership, "c", replicas=[store(1), store(3)], version=self.version)
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    c = Cluster()
+    yield c
+    c.operations.stop()
+
+
+HOT = {0: 800.0, 1: 800.0, 2: 50.0, 3: 50.0}
+
+
+def test_an_executor_busy_for_batches_in_a_row_gets_its_hot_partitions_handed_over(cluster: Cluster) -> None:
+    balancer = LoadBalancer(cluster.membership, cluster.operations, BalancerSettings(mode="on", batches=3))
+    actions = []
+    for _ in range(3):
+        cluster.batch(HOT)
+        verdict = balancer.look()
+        assert verdict is not None and verdict.busiest == "a" and verdict.ratio > 1.5
+        actions.append(verdict.action)
+    assert actions == ["wait", "wait", "started 2"], actions
+    assert balancer.look() is None  # no new batch: nothing counted
+    status = cluster.operations.status()
+    assert status.kind == "balance" and status.strategy == "batched"
+    assert sorted((m.source_node, m.target_node) for m in status.moves) == [("a", "b"), ("a", "c")]
+    assert {m.partition.split("@")[0] for m in status.moves} == {"0/0", "0/1"}
+    why = [n for n in status.notes if n.startswith("automatic load balancing")]
+    assert why and "executor a (node a)" in why[0] and "3 batches in a row" in why[0]
+    assert any("load balancing: 800 ms per batch moves from node a" in line for m in status.moves for line in m.log)
+    # While it runs, and for the cooldown after, nothing more is started however skewed the reports.
+    for _ in range(5):
+        cluster.batch(HOT)
+        assert balancer.look().action == "cooldown"
+    reply = build_status(cluster.membership, ReplicaGroups(cluster.membership, q=1), 1)
+    reply.operations.extend(cluster.operations.recent())
+    assert "why: automatic load balancing" in format_status(reply)
+
+
+def test_dry_run_only_plans_the_moves_and_says_why(cluster: Cluster) -> None:
+    balancer = LoadBalancer(cluster.membership, cluster.operations, BalancerSettings(mode="dry-run", batches=2))
+    cluster.batch(HOT)
+    assert balancer.look().action == "wait"
+    cluster.batch(HOT)
+    assert balancer.look().action == "planned 2"
+    status = cluster.operations.status()
+    assert status.state == "planned" and len(status.moves) == 2 and not cluster.steered
+    assert any(n.startswith("automatic load balancing") for n in status.notes)
+    assert not cluster.operations.running
+
+
+def test_a_hot_spot_no_role_swap_can_fix_is_not_chased(cluster: Cluster) -> None:
+    """One partition carries all the load: handing it over would only move the hot spot."""
+    balancer = LoadBalancer(cluster.membership, cluster.operations, BalancerSettings(mode="on", batches=1))
+    cluster.batch({0: 800.0, 1: 0.0, 2: 0.0, 3: 0.0})
+    assert balancer.look().action == "no gain"
+    assert cluster.operations.recent() == []
+
+
+def test_executors_within_the_factor_are_left_alone() -> None:
+    membership = Membership(dead_after=30.0, clock=FakeClock())
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    balancer = LoadBalancer(membership, operations, BalancerSettings(mode="on", batches=1))
+    for version in (4, 5, 6):
+        beat(membership, "a", [(store(0), 300.0), (store(1), 200.0)], replicas=[store(2)], version=version)
+        beat(membership, "b", [(store(2), 350.0)], replicas=[store(0), store(1)], version=version)
+        verdict = balancer.look()
+        assert verdict.action == "" and verdict.busiest == "a" and verdict.ratio == pytest.approx(500 / 425)
+    assert operations.recent() == []
+
+
+def test_bad_settings_are_refused_naming_them() -> None:
+    with pytest.raises(ValueError, match="mode 'sometimes'"):
+        BalancerSettings(mode="sometimes")
+    with pytest.raises(ValueError, match=r"imbalance factor 0\.9"):
+        BalancerSettings(imbalance_factor=0.9)
