@@ -78,7 +78,7 @@ SETTINGS: tuple[Setting, ...] = (
             "imbalance."),
     Setting("load_balancing_batches", PREFIX + "loadBalancingBatches", "5",
             "Load balancing: micro-batches in a row over the factor before moving anything (after any operation "
-            "it waits 10 micro-batches before counting again: hysteresis)."),
+            "it waits twice as many before counting again: hysteresis)."),
     Setting("load_balancing_max_moves", PREFIX + "loadBalancingMaxMoves", "2",
             "Load balancing: hand-overs per automatic operation (batched strategy)."),
     Setting("rereplication_delay_seconds", PREFIX + "rereplicationDelaySeconds", "10",

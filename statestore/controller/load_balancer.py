@@ -7,9 +7,9 @@ core was over `imbalance_factor` times the mean. After `batches` of them it asks
 role swaps inside the replica groups (a hand-over each: one increment, no copy), at most `max_moves`, with the
 batched strategy, and only if they bring the busiest executor down by at least `min_gain` of the mean
 (hysteresis: an imbalance the swaps cannot fix is not chased). After an operation of its own, or any operator
-command, it waits `cooldown_batches` before counting again, so its own moves settle in the load reports first
-and it never oscillates. In `dry-run` mode it starts the operation as a dry run: `statestore status` shows
-the moves it would make and why, and nothing moves.
+command, it waits `cooldown_batches` (twice `batches` by default) before counting again, so its own moves
+settle in the load reports first and it never oscillates. In `dry-run` mode it starts the operation as a dry
+run: `statestore status` shows the moves it would make and why, and nothing moves.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class BalancerSettings:
     batches: int = 5  # batches in a row over the factor before acting
     min_gain: float = 0.1  # the swaps must lower the busiest load per core by this fraction of the mean
     max_moves: int = 2  # hand-overs per automatic operation
-    cooldown_batches: int = 10  # batches to wait after an operation before counting again
+    cooldown_batches: int = -1  # batches to wait after an operation before counting again (-1: twice `batches`)
     interval_seconds: float = 1.0  # how often the policy looks at the load reports
 
     def __post_init__(self) -> None:
@@ -45,8 +45,15 @@ class BalancerSettings:
             raise ValueError(f"load balancing mode {self.mode!r}: expected one of {', '.join(MODES)}")
         if self.imbalance_factor <= 1.0:
             raise ValueError(f"load balancing imbalance factor {self.imbalance_factor}: must be over 1")
-        if self.batches < 1 or self.max_moves < 1 or self.cooldown_batches < 0:
-            raise ValueError("load balancing batches and max moves must be at least 1, cooldown at least 0")
+        if self.batches < 1 or self.max_moves < 1:
+            raise ValueError(
+                f"load balancing batches ({self.batches}) and max moves ({self.max_moves}) must be at least 1"
+            )
+
+    @property
+    def cooldown(self) -> int:
+        """Batches to wait after an operation before counting again."""
+        return self.cooldown_batches if self.cooldown_batches >= 0 else 2 * self.batches
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,7 @@ class LoadBalancer:
         ratio = loads[busiest].per_core / mean if mean else 1.0
         if self._operations.running or batch < self._quiet_until:
             if self._operations.running:
-                self._quiet_until = batch + self.settings.cooldown_batches
+                self._quiet_until = batch + self.settings.cooldown
             self._over_for = 0
             return self._verdict(batch, busiest, ratio, "cooldown")
         if ratio <= self.settings.imbalance_factor:
@@ -117,7 +124,7 @@ class LoadBalancer:
         if self._over_for < self.settings.batches:
             return self._verdict(batch, busiest, ratio, "wait")
         self._over_for = 0
-        self._quiet_until = batch + self.settings.cooldown_batches
+        self._quiet_until = batch + self.settings.cooldown
         return self._verdict(batch, busiest, ratio, self._act(loads, busiest, ratio, mean))
 
     def _act(self, loads: dict[str, ExecutorLoad], busiest: str, ratio: float, mean: float) -> str:

@@ -140,6 +140,7 @@ class Operations:
         if not swapped or before - after < min_gain:
             return None
         moves, more = self._moves_to((balanced, running))
+        moves = [m for m in moves if m.task in swapped]  # only the hand-overs it is for, nothing else re-planned
         for move in moves:
             if move.task in swapped:
                 move.log.append(
