@@ -8,6 +8,7 @@ could take one.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Mapping
 
@@ -92,3 +93,51 @@ def balance_primaries_by_load(
         groups[partition] = ReplicaGroup(replica, tuple(group.primary if r == replica else r for r in group.replicas))
         swapped.append(partition)
     return Placement(groups), swapped
+
+
+def move_primaries_to_lighter_nodes(
+    placement: Placement,
+    loads: Mapping[str, float],
+    cores: Mapping[str, int],
+    fixed: frozenset[str] = frozenset(),
+    max_moves: int = 1,
+) -> tuple[Placement, list[str]]:
+    """`placement` with up to `max_moves` primaries moved off the busiest node (by load per core over the nodes
+    in `cores`, those holding nothing included: an executor that just joined) to the least loaded node outside
+    the partition's group, hottest partition first, each only if both nodes end below the busiest node's load
+    now. The moved partition's group becomes the new node as primary with the old primary as its first replica
+    (it keeps its store: no copy) and one old replica fewer; the new node needs a copy (a warm-up). Role swaps
+    inside groups cost less: try `balance_primaries_by_load` first. Returns the placement and the partitions
+    moved. Deterministic."""
+    groups = dict(placement.items())
+    nodes = sorted(set(cores) | {node for group in groups.values() for node in group.nodes})
+    moved: list[str] = []
+    while len(moved) < max_moves:
+        load = {node: 0.0 for node in nodes}
+        for partition, group in groups.items():
+            load[group.primary] += loads.get(partition, 0.0)
+        per_core = functools.partial(_per_core, load, cores)
+        busy = max(nodes, key=lambda n: (per_core(n), n))
+        best: tuple[float, str, str] | None = None
+        for partition, group in sorted(groups.items(), key=lambda item: (-loads.get(item[0], 0.0), item[0])):
+            weight = loads.get(partition, 0.0)
+            if group.primary != busy or partition in fixed or partition in moved or weight <= 0:
+                continue
+            for node in nodes:
+                if node in group.nodes:
+                    continue
+                worst = max(per_core(busy, -weight), per_core(node, weight))
+                if worst < per_core(busy) and (best is None or (worst, partition, node) < best):
+                    best = (worst, partition, node)
+        if best is None:
+            break
+        _, partition, node = best
+        group = groups[partition]
+        replicas = (group.primary, *group.replicas[:-1]) if group.replicas else ()
+        groups[partition] = ReplicaGroup(node, replicas)
+        moved.append(partition)
+    return Placement(groups), moved
+
+
+def _per_core(load: Mapping[str, float], cores: Mapping[str, int], node: str, extra: float = 0.0) -> float:
+    return (load[node] + extra) / max(cores.get(node, 1), 1)

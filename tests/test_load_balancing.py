@@ -15,7 +15,7 @@ from test_node_harness import FakeClock
 
 from handover.handover import SparkLevers
 from placement import Placement, ReplicaGroup
-from placement.primaries import balance_primaries_by_load
+from placement.primaries import balance_primaries_by_load, move_primaries_to_lighter_nodes
 from statestore.controller.load import executor_loads, task_loads
 from statestore.controller.load_balancer import BalancerSettings, LoadBalancer
 from statestore.controller.membership import Membership
@@ -90,6 +90,26 @@ def test_balancing_by_load_keeps_groups_and_never_raises_the_busiest(
     assert busiest(after, loads, cores) <= busiest(placement, loads, cores) + 1e-9
     assert {p for p in placement if after[p].primary != placement[p].primary} <= set(swapped)
     assert balance_primaries_by_load(placement, loads, cores) == (after, swapped)
+
+
+def test_an_idle_node_outside_every_group_takes_the_hottest_primaries_it_can() -> None:
+    placement = Placement(
+        {
+            "p0": ReplicaGroup("a", ("b",)),
+            "p1": ReplicaGroup("a", ("b",)),
+            "p2": ReplicaGroup("b", ("a",)),
+            "p3": ReplicaGroup("b", ("a",)),
+        }
+    )
+    loads = {"p0": 500.0, "p1": 300.0, "p2": 400.0, "p3": 300.0}
+    cores = {"a": 1, "b": 1, "c": 1}  # c joined: it holds nothing yet
+    after, moved = move_primaries_to_lighter_nodes(placement, loads, cores, max_moves=2)
+    # a runs 800, b 700: p0 goes to c (a 300, c 500); then b is the busiest, and neither of its partitions
+    # would leave c below b's 700: one move only.
+    assert moved == ["p0"] and after["p0"] == ReplicaGroup("c", ("a",))
+    assert busiest(after, loads, cores) < busiest(placement, loads, cores)
+    assert all(after[p] == placement[p] for p in placement if p not in moved)
+    assert move_primaries_to_lighter_nodes(placement, loads, cores, fixed=frozenset({"p0", "p1", "p2", "p3"}))[1] == []
 
 
 # -------------------------------------------------------------------------------- executors' load, policy
@@ -226,6 +246,30 @@ def test_executors_within_the_factor_are_left_alone() -> None:
         verdict = balancer.look()
         assert verdict.action == "" and verdict.busiest == "a" and verdict.ratio == pytest.approx(500 / 425)
     assert operations.recent() == []
+
+
+def test_an_executor_that_joins_takes_primaries_after_warming_up_their_replicas() -> None:
+    """Scale-out: a third executor joins a balanced pair; no role swap can reach it, so the policy moves
+    primaries to it with a warm-up each (the hand-over's step 2 bootstraps it)."""
+    membership = Membership(dead_after=30.0, clock=FakeClock())
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    balancer = LoadBalancer(membership, operations, BalancerSettings(mode="on", batches=2, max_moves=1))
+    try:
+        for v in (4, 5):
+            beat(membership, "a", [(store(0), 400.0), (store(1), 400.0)], replicas=[store(2), store(3)], version=v)
+            beat(membership, "b", [(store(2), 400.0), (store(3), 400.0)], replicas=[store(0), store(1)], version=v)
+            beat(membership, "c", version=v)
+            verdict = balancer.look()
+        # 1.5x the mean is not over the factor (1.5): an executor that runs nothing while others run two task
+        # partitions counts as imbalance by itself.
+        assert verdict.action == "started 1" and verdict.ratio == pytest.approx(800 / (1600 / 3))
+        status = operations.status()
+        (moved,) = status.moves
+        assert moved.target_node == "c" and moved.source_node in ("a", "b")
+        assert "warming up" in "\n".join(moved.log) or moved.step in ("decided", "warming up"), moved
+    finally:
+        operations.stop()
 
 
 def test_bad_settings_are_refused_naming_them() -> None:

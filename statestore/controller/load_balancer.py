@@ -3,13 +3,16 @@
 After every micro-batch the nodes report what each partition's batches cost (`PartitionLoad`, docs/node.md);
 `statestore.controller.load` sums them per executor and core. The policy looks at each new batch (the highest
 version any primary committed) and counts the batches in a row in which the busiest executor's task time per
-core was over `imbalance_factor` times the mean. After `batches` of them it asks `Operations.balance_load` for
-role swaps inside the replica groups (a hand-over each: one increment, no copy), at most `max_moves`, with the
-batched strategy, and only if they bring the busiest executor down by at least `min_gain` of the mean
-(hysteresis: an imbalance the swaps cannot fix is not chased). After an operation of its own, or any operator
-command, it waits `cooldown_batches` (twice `batches` by default) before counting again, so its own moves
-settle in the load reports first and it never oscillates. In `dry-run` mode it starts the operation as a dry
-run: `statestore status` shows the moves it would make and why, and nothing moves.
+core was over `imbalance_factor` times the mean, or an executor ran no stateful task while another ran two or
+more (one that joined: two executors becoming three is only 1.5x the mean). After `batches` of them it asks
+`Operations.balance_load` for hand-overs, at most `max_moves`, with the batched strategy: role swaps inside the
+replica groups first (one increment each, no copy), then moves to executors outside them (a warm-up copy each,
+throttled by the nodes' bootstrap rate), and only if they lower the load over the mean (summed over executors)
+by at least `min_gain` of the mean (hysteresis: an imbalance the moves cannot fix, a single hot partition, is
+not chased). After an operation of its
+own, or any operator command, it waits `cooldown_batches` (twice `batches` by default) before counting again,
+so its own moves settle in the load reports first and it never oscillates. In `dry-run` mode it starts the
+operation as a dry run: `statestore status` shows the moves it would make and why, and nothing moves.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class BalancerSettings:
     mode: str = "off"  # off, dry-run, on
     imbalance_factor: float = 1.5  # the busiest executor's load per core over the mean that counts as imbalance
     batches: int = 5  # batches in a row over the factor before acting
-    min_gain: float = 0.1  # the swaps must lower the busiest load per core by this fraction of the mean
+    min_gain: float = 0.1  # the moves must lower the load over the mean by this fraction of the mean
     max_moves: int = 2  # hand-overs per automatic operation
     cooldown_batches: int = -1  # batches to wait after an operation before counting again (-1: twice `batches`)
     interval_seconds: float = 1.0  # how often the policy looks at the load reports
@@ -117,7 +120,7 @@ class LoadBalancer:
                 self._quiet_until = batch + self.settings.cooldown
             self._over_for = 0
             return self._verdict(batch, busiest, ratio, "cooldown")
-        if ratio <= self.settings.imbalance_factor:
+        if ratio <= self.settings.imbalance_factor and not self._idle_executor(loads):
             self._over_for = 0
             return self._verdict(batch, busiest, ratio, "")
         self._over_for += 1
@@ -127,14 +130,29 @@ class LoadBalancer:
         self._quiet_until = batch + self.settings.cooldown
         return self._verdict(batch, busiest, ratio, self._act(loads, busiest, ratio, mean))
 
+    @staticmethod
+    def _idle_executor(loads: dict[str, ExecutorLoad]) -> str:
+        """A live executor running no stateful task while another runs two or more (one that just joined: going
+        from two executors to three is only 1.5x the mean), or ""."""
+        idle = sorted(n for n, e in loads.items() if not e.tasks)
+        if idle and any(len(e.tasks) >= 2 for e in loads.values()):
+            return idle[0]
+        return ""
+
     def _act(self, loads: dict[str, ExecutorLoad], busiest: str, ratio: float, mean: float) -> str:
         tasks = task_loads(self._membership)
         cores = {n: e.cores for n, e in loads.items()}
         executor = loads[busiest].executor_id
+        idle = self._idle_executor(loads)
+        why = (
+            f"executor {loads[idle].executor_id} (node {idle}) runs no stateful task"
+            if idle and ratio <= self.settings.imbalance_factor
+            else f"factor {self.settings.imbalance_factor}"
+        )
         notes = [
             f"automatic load balancing: executor {executor} (node {busiest}) ran {ratio:.2f}x the mean task time "
             f"per core ({loads[busiest].per_core:.0f} ms against {mean:.0f} ms per batch) for "
-            f"{self.settings.batches} batches in a row (factor {self.settings.imbalance_factor})"
+            f"{self.settings.batches} batches in a row ({why})"
         ]
         dry_run = self.settings.mode == "dry-run"
         try:

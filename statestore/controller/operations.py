@@ -17,7 +17,7 @@ import grpc
 from handover.handover import HandOver, HandOverProtocol, HandOverSettings, SparkLevers
 from handover.migration import Migration, order_moves
 from placement import PartitionDemand, Placement, ReplicaGroup, Strategy
-from placement.primaries import balance_primaries, balance_primaries_by_load
+from placement.primaries import balance_primaries, balance_primaries_by_load, move_primaries_to_lighter_nodes
 from statestore.controller.membership import Membership, NodeRecord
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.partition_key import normalized_checkpoint_dir, task_partition_key, task_partition_key_of
@@ -125,10 +125,12 @@ class Operations:
         min_gain: float = 0.0,
         dry_run: bool = False,
     ) -> control_pb2.OperationStatus | None:
-        """Hand primaries over inside their groups so that the busiest executor's task time per core falls as
-        far as role swaps allow (`loads`: task partition -> milliseconds per batch; at most `max_moves`), with
-        the batched strategy: the load-balancing policy's operation (`notes` say why it was started). None, and
-        nothing started, when the busiest load per core would fall by less than `min_gain` milliseconds."""
+        """Hand primaries over so that the busiest executor's task time per core falls (`loads`: task partition
+        -> milliseconds per batch; `cores`: every live executor's node, those holding nothing included), at most
+        `max_moves`, with the batched strategy: role swaps inside the groups first, then moves to lighter
+        executors outside them (warmed up first: a new executor takes replicas, then primaries). The
+        load-balancing policy's operation (`notes` say why it was started). None, and nothing started, when the
+        busiest load per core would fall by less than `min_gain` milliseconds."""
         target = self._groups.target(None)
         if target is None:
             return None
@@ -136,8 +138,13 @@ class Operations:
         fixed = frozenset(t for t in placement if t not in running)
         before = _busiest_per_core(placement, loads, cores)
         balanced, swapped = balance_primaries_by_load(placement, loads, cores, fixed, max_moves)
+        # Then to executors outside the groups (one that joined holds nothing): a warm-up copy each.
+        balanced, spread = move_primaries_to_lighter_nodes(
+            balanced, loads, cores, fixed | frozenset(swapped), max_moves - len(swapped)
+        )
+        swapped = [*swapped, *spread]
         after = _busiest_per_core(balanced, loads, cores)
-        if not swapped or before - after < min_gain:
+        if not swapped or _excess(placement, loads, cores) - _excess(balanced, loads, cores) < min_gain:
             return None
         moves, more = self._moves_to((balanced, running))
         moves = [m for m in moves if m.task in swapped]  # only the hand-overs it is for, nothing else re-planned
@@ -339,3 +346,13 @@ def _busiest_per_core(placement: Placement, loads: Mapping[str, float], cores: M
     for task, group in placement.items():
         per_node[group.primary] = per_node.get(group.primary, 0.0) + loads.get(task, 0.0)
     return max((load / max(cores.get(node, 1), 1) for node, load in per_node.items()), default=0.0)
+
+
+def _excess(placement: Placement, loads: Mapping[str, float], cores: Mapping[str, int]) -> float:
+    """The load per core above the mean, summed over the executors in `cores` (0: perfectly even)."""
+    per_node = dict.fromkeys(cores, 0.0)
+    for task, group in placement.items():
+        per_node[group.primary] = per_node.get(group.primary, 0.0) + loads.get(task, 0.0)
+    per_core = [load / max(cores.get(node, 1), 1) for node, load in per_node.items()]
+    mean = sum(per_core) / len(per_core) if per_core else 0.0
+    return sum(max(0.0, value - mean) for value in per_core)
