@@ -19,9 +19,10 @@ import socket
 import stat
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from statestore.errors import StateStoreError
 from statestore.node.logs import log_event
@@ -671,25 +672,13 @@ class LocalChannelServer:
             return Materialized(MATERIALIZED_FAILED, 0, None, 0, f"node failed: {exc!r}")
 
     def _answer_promote(self, fields: bytes) -> Reply:
-        try:
-            message = decode_promote(fields)
-        except FrameError as exc:
-            return Reply(STATUS_REFUSED, f"bad PROMOTE frame: {exc}")
-        return Reply(STATUS_ACCEPTED, self._primary.promote(_store(message.store_id, message.checkpoint_dir), message))
+        return _noted("PROMOTE", fields, decode_promote, self._primary.promote)
 
     def _answer_demote(self, fields: bytes) -> Reply:
-        try:
-            message = decode_demote(fields)
-        except FrameError as exc:
-            return Reply(STATUS_REFUSED, f"bad DEMOTE frame: {exc}")
-        return Reply(STATUS_ACCEPTED, self._primary.demote(_store(message.store_id, message.checkpoint_dir), message))
+        return _noted("DEMOTE", fields, decode_demote, self._primary.demote)
 
     def _answer_load(self, fields: bytes) -> Reply:
-        try:
-            message = decode_load(fields)
-        except FrameError as exc:
-            return Reply(STATUS_REFUSED, f"bad LOAD frame: {exc}")
-        return Reply(STATUS_ACCEPTED, self._primary.load(_store(message.store_id, message.checkpoint_dir), message))
+        return _noted("LOAD", fields, decode_load, self._primary.load)
 
     def stop(self) -> None:
         """Stop accepting, close every connection and remove the socket file."""
@@ -707,6 +696,17 @@ class LocalChannelServer:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
             conn.close()
+
+
+def _noted(
+    name: str, fields: bytes, decode: Callable[[bytes], Any], act: Callable[[common_pb2.StoreRef, Any], str]
+) -> Reply:
+    """The REPLY to a notice frame: decoded, handed to the node (which returns a note), or refused if malformed."""
+    try:
+        message = decode(fields)
+    except FrameError as exc:
+        return Reply(STATUS_REFUSED, f"bad {name} frame: {exc}")
+    return Reply(STATUS_ACCEPTED, act(_store(message.store_id, message.checkpoint_dir), message))
 
 
 def _store(store_id: str, checkpoint_dir: str) -> common_pb2.StoreRef:

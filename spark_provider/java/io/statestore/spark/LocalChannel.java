@@ -313,28 +313,28 @@ final class LocalChannel {
     awaitHandOversOf(storeId, timeoutMs);
     ByteBuffer frame = ChannelFrames.materialize(storeId, checkpointDir, version, targetDir.getAbsolutePath(),
         allowPeer, timeoutMs);
-    try (SocketChannel c = open()) {
-      ScheduledFuture<?> deadline = DEADLINES.schedule(() -> closeQuietly(c), timeoutMs, TimeUnit.MILLISECONDS);
-      try {
-        while (frame.hasRemaining()) c.write(frame);
-        return ChannelFrames.readMaterialized(c);
-      } catch (java.nio.channels.AsynchronousCloseException e) {
-        throw new IOException("the state node at " + socket + " did not answer within " + timeoutMs + " ms", e);
-      } finally {
-        deadline.cancel(false);
-      }
-    }
+    return ask(frame, timeoutMs, ChannelFrames::readMaterialized);
   }
 
   /** The partitions a running hand-over moves to this node (INCOMING), on a connection of its own like
    * {@link #materialize}; throws IOException when no node listens or it does not answer in time. */
   java.util.List<ChannelFrames.Incoming> incoming(long timeoutMs) throws IOException {
-    ByteBuffer frame = ChannelFrames.incoming();
+    return ask(ChannelFrames.incoming(), timeoutMs, ChannelFrames::readIncomingList);
+  }
+
+  /** How a request's answer frame is read off the connection. */
+  @FunctionalInterface
+  private interface AnswerReader<T> {
+    T read(SocketChannel channel) throws IOException;
+  }
+
+  /** Sends {@code frame} on a connection of its own and reads its answer, within {@code timeoutMs}. */
+  private <T> T ask(ByteBuffer frame, long timeoutMs, AnswerReader<T> reader) throws IOException {
     try (SocketChannel c = open()) {
       ScheduledFuture<?> deadline = DEADLINES.schedule(() -> closeQuietly(c), timeoutMs, TimeUnit.MILLISECONDS);
       try {
         while (frame.hasRemaining()) c.write(frame);
-        return ChannelFrames.readIncomingList(c);
+        return reader.read(c);
       } catch (java.nio.channels.AsynchronousCloseException e) {
         throw new IOException("the state node at " + socket + " did not answer within " + timeoutMs + " ms", e);
       } finally {
