@@ -299,8 +299,9 @@ public final class StatestoreProvider implements StateStoreProvider {
    * Gives this provider's store to {@code successor} once it is idle: the task of the previous batch may still be
    * committing or ending, or a snapshot be under way, when the next batch's task loads the partition in a new
    * provider (Spark unloaded this one meanwhile), and waiting for that is far cheaper than a load from elsewhere.
-   * Returns null at once when the store is not there or not clean, when the task asking uses this provider
-   * itself (it would wait for itself), and at {@code deadlineNanos}. A close under way is waited for, then null:
+   * The task asking may hold this provider's store itself (its read store; Spark unloaded the provider in
+   * between): then it is given at once if no other task uses it and it has no uncommitted writes. Returns null
+   * when the store is not there or not clean, and at {@code deadlineNanos}. A close under way is waited for, then null:
    * the node has the directory by then (DEMOTE), and the successor asks it.
    */
   private Yielded yieldLocalOnceIdle(StatestoreProvider successor, long deadlineNanos) {
@@ -314,9 +315,16 @@ public final class StatestoreProvider implements StateStoreProvider {
           return null;
         }
         if (store == null || localDirty || store.lineage() == null) return null;
-        if (askingTask >= 0 && tasksUsingIds.contains(askingTask)) return null;
         snapshot = pendingSnapshot;
         boolean busy = writerOpen || tasksUsing > 0;
+        if (askingTask >= 0 && tasksUsingIds.contains(askingTask)) {
+          // The asking task itself holds this provider's store: its read store, and Spark unloaded the provider
+          // before the task asked for its write store, which lands in a new provider. Waiting would wait for
+          // itself; the store is the task's own and clean, so it goes on in the new provider (the read store
+          // then reads the same database).
+          if (tasksUsingIds.size() > 1 || store.hasUncommittedChanges()) return null;
+          busy = false;
+        }
         if (!busy && store.hasUncommittedChanges()) return null;
         if (!busy && (snapshot == null || snapshot.isDone())) {
           Yielded yielded = new Yielded(store, localDir);
