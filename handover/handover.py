@@ -160,10 +160,14 @@ class HandOverProtocol:
             elif move.step is Step.PROMOTED:
                 self._settle(move, stores)
         except _Failed as failed:
-            self._groups.release(move.task)
-            move.error = str(failed)
-            move.ended_at = self._clock()
-            self._record(move, Step.FAILED, str(failed), logging.WARNING)
+            self.fail(move, str(failed))
+
+    def fail(self, move: HandOver, why: str) -> None:
+        """End `move` as failed: its group is no longer held, and `why` is recorded."""
+        self._groups.release(move.task)
+        move.error = why
+        move.ended_at = self._clock()
+        self._record(move, Step.FAILED, why, logging.WARNING)
 
     # 2. warm up
     def _warm_up(self, move: HandOver, stores: list[PartitionRecord]) -> None:

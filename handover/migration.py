@@ -9,6 +9,7 @@ moves is promoted or failed; then the next one starts. Moves settle (step 6) in 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +20,8 @@ from placement.handover import plan_handover
 from statestore.rpc import control_pb2
 
 _TICK_SECONDS = 0.1
+_MAX_ERRORS = 50  # unexpected errors in a row (5 s of ticks) before a move fails with the last one
+_log = logging.getLogger("statestore.controller.migration")
 
 
 def order_moves(
@@ -76,6 +79,7 @@ class Migration:
         self._started = time.monotonic()
         self._ended: float | None = time.monotonic() if dry_run or not moves else None
         self._stopped = threading.Event()
+        self._errors: dict[str, int] = {}  # task -> unexpected errors in a row
 
     def start(self) -> None:
         """Carry the moves out on a daemon thread (nothing for a dry run)."""
@@ -111,13 +115,28 @@ class Migration:
                 ready = all(m.step in (Step.WARM, Step.STEERED) or m.served for m in current)
                 for move in self.moves:
                     if move.batch < batch or move in current:
-                        self._protocol.advance(move, may_steer=ready)
+                        self._advance(move, may_steer=ready)
                 self._stopped.wait(_TICK_SECONDS)
         while not self._stopped.is_set() and not all(m.finished for m in self.moves):
             for move in self.moves:
-                self._protocol.advance(move, may_steer=True)
+                self._advance(move, may_steer=True)
             self._stopped.wait(_TICK_SECONDS)
         self._ended = time.monotonic()
+
+    def _advance(self, move: HandOver, may_steer: bool) -> None:
+        """One step of `move`. An unexpected error (a bug, or a re-plan failing while groups are held) is logged
+        and retried at the next tick; after `_MAX_ERRORS` in a row the move fails with it, so an operation never
+        stays running with no thread carrying it out."""
+        try:
+            self._protocol.advance(move, may_steer)
+            self._errors.pop(move.task, None)
+        except Exception as exc:
+            count = self._errors.get(move.task, 0) + 1
+            self._errors[move.task] = count
+            _log.exception("operation %d: move of %s failed to advance (%d in a row)", self.operation_id, move.task,
+                           count)  # fmt: skip
+            if count >= _MAX_ERRORS and not move.finished:
+                self._protocol.fail(move, f"the controller could not advance it: {exc!r}")
 
     def status(self) -> control_pb2.OperationStatus:
         """The operation and each of its moves, as `statestore status` and `--wait` show them."""

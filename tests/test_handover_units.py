@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -16,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_node_harness import FakeClock
 
-from handover.handover import HandOver, SparkLevers
-from handover.migration import order_moves
+from handover.handover import HandOver, SparkLevers, Step
+from handover.migration import Migration, order_moves
 from placement import Placement, ReplicaGroup, Strategy
 from placement.primaries import balance_primaries
 from statestore.controller.membership import Membership
@@ -190,6 +191,31 @@ def test_batched_counts_the_receiving_replica_of_a_replica_only_change() -> None
         receivers = [m.final.replicas[0] for m in batch]
         senders = [m.source for m in batch]
         assert len(set(receivers)) == len(receivers) and len(set(senders)) == len(senders)
+
+
+def test_a_move_the_controller_cannot_advance_fails_with_the_error_and_the_operation_ends() -> None:
+    """An unexpected error while advancing a move is retried, then fails the move: the operation never stays
+    running with no thread carrying it out (a hang seen in CI: --wait waited forever)."""
+
+    class RaisingProtocol:  # the protocol's surface Migration uses, failing as a bug or a broken re-plan would
+        def decide(self, move: HandOver) -> None:
+            pass
+
+        def advance(self, move: HandOver, may_steer: bool) -> None:
+            raise RuntimeError("re-plan failed")
+
+        def fail(self, move: HandOver, why: str) -> None:
+            move.step, move.error = Step.FAILED, why
+
+    move = primary_move("t", "a", "b")
+    migration = Migration(1, "move", Strategy.BATCHED, [move], RaisingProtocol(), [])
+    migration.start()
+    deadline = time.monotonic() + 30
+    while migration.running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not migration.running
+    assert move.step is Step.FAILED and "re-plan failed" in move.error
+    assert migration.status().state == "failed"
 
 
 # --------------------------------------------------------------------------------- membership from heartbeats
