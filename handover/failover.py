@@ -66,6 +66,31 @@ class Steer:
 
 
 SteerFunction = Callable[[Steer], None]
+
+
+def freshest_holder(
+    membership: Membership, task: str, stores: list[PartitionRecord], exclude: frozenset[str] = frozenset()
+) -> tuple[NodeRecord, dict[str, int]] | None:
+    """The live node (with a known executor, not in `exclude`) to run task partition `task` on from its replica,
+    and the version it holds of each of its stores: the most stores held, then the highest version held by its
+    least fresh store, then the fewest primaries, then the node id (deterministic). None when no node holds any."""
+    held: dict[str, dict[str, int]] = {}  # node id -> partition key -> version
+    records: dict[str, NodeRecord] = {}
+    for partition in stores:
+        for record, version in membership.holders(partition.key):
+            if record.executor_id and record.executor_host and record.node_id not in exclude:
+                held.setdefault(record.node_id, {})[partition.key] = version
+                records[record.node_id] = record
+    if not held:
+        log_event(_log, "not_steered", task=task, why="no live replica holder with a known executor")
+        return None
+
+    def rank(node_id: str) -> tuple:
+        versions = held[node_id]
+        return (-len(versions), -min(versions.values()), len(records[node_id].primaries), node_id)
+
+    best = min(held, key=rank)
+    return records[best], held[best]
 # Where Spark's coordinator places the decision's partition now (`executor_<host>_<id>`, "" when nowhere).
 LocateFunction = Callable[[Steer], str]
 
@@ -78,8 +103,12 @@ class Failover:
         self._lock = threading.Lock()
         self._steered: dict[str, tuple[Steer, float]] = {}  # partition key -> (decision, when)
 
-    def executor_lost(self, executor_id: str, steer: SteerFunction) -> list[Steer]:
-        """Steps 1 to 4 for Spark's report that executor `executor_id` is gone; returns the decisions taken."""
+    def executor_lost(
+        self, executor_id: str, steer: SteerFunction, skip: frozenset[str] = frozenset()
+    ) -> list[Steer]:
+        """Steps 1 to 4 for Spark's report that executor `executor_id` is gone; returns the decisions taken.
+        The task partitions in `skip` are left to the hand-over already steering them elsewhere (the executor
+        was drained as Spark decommissioned it)."""
         # 1. notice (the caller is Spark's executor-removed event)
         node_id = self._membership.node_of_executor(executor_id)
         log_event(_log, "executor_lost", executor=executor_id, node=node_id)
@@ -93,8 +122,11 @@ class Failover:
                 tasks.setdefault(task_partition_key(partition.store), []).append(partition)
         decisions = []
         for task, stores in sorted(tasks.items()):
+            if task in skip:
+                log_event(_log, "not_steered", task=task, why="a hand-over already steered it off the executor")
+                continue
             # 3. choose
-            target = self._choose(task, stores)
+            target = freshest_holder(self._membership, task, stores)
             if target is None:
                 continue
             record, held = target
@@ -134,27 +166,6 @@ class Failover:
                 )
                 decisions.append(decision)
         return decisions
-
-    def _choose(self, task: str, stores: list[PartitionRecord]) -> tuple[NodeRecord, dict[str, int]] | None:
-        """The live node (with a known executor) to run task partition `task` on, and the versions it holds of
-        each of its stores."""
-        held: dict[str, dict[str, int]] = {}  # node id -> partition key -> version
-        records: dict[str, NodeRecord] = {}
-        for partition in stores:
-            for record, version in self._membership.holders(partition.key):
-                if record.executor_id and record.executor_host:
-                    held.setdefault(record.node_id, {})[partition.key] = version
-                    records[record.node_id] = record
-        if not held:
-            log_event(_log, "not_steered", task=task, why="no live replica holder with a known executor")
-            return None
-
-        def rank(node_id: str) -> tuple:
-            versions = held[node_id]
-            return (-len(versions), -min(versions.values()), len(records[node_id].primaries), node_id)
-
-        best = min(held, key=rank)
-        return records[best], held[best]
 
     def steered(self, key: str) -> str:
         """The last steering decision for partition `key`, described, with how long ago ("" if none)."""

@@ -22,6 +22,10 @@ The protocol's steps, in the seed's order (`HandOver.advance` takes them one aft
    replica when p's new group keeps it (`DEMOTE`), else it drops it (the plan retires it).
 
 Without a primary move (only p's replicas change: a drain, a rebalance), steps 3 to 5 are skipped.
+
+An *urgent* move (its source is leaving: Spark is decommissioning A's executor, which runs no new task and exits
+about a second after its last one) waits in step 2 only for B, a replica holder already: the group's new
+replicas warm up after the promotion, as after a failover, instead of keeping p on an executor that is going.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ class HandOver:
     target: str  # B
     final: ReplicaGroup  # p's group once done: primary B first
     target_executor: str = ""
+    urgent: bool = False  # the source is leaving: only B must be warm before the steer
     batch: int = 0
     step: Step = Step.DECIDED
     attempts: int = 0
@@ -193,9 +198,11 @@ class HandOverProtocol:
             )
 
     def _lagging(self, move: HandOver, stores: list[PartitionRecord]) -> list[str]:
-        """The new members (not the current primary) whose replicas are more than the acceptable lag behind."""
+        """The new members (not the current primary) whose replicas are more than the acceptable lag behind (of an
+        urgent move: B only)."""
         behind = []
-        for node_id in move.final.nodes:
+        members = ([move.target] if move.moves_primary else []) if move.urgent else move.final.nodes
+        for node_id in members:
             if node_id == move.source:
                 continue
             record = self._membership.node(node_id)

@@ -80,6 +80,8 @@ class Migration:
         self._ended: float | None = time.monotonic() if dry_run or not moves else None
         self._stopped = threading.Event()
         self._errors: dict[str, int] = {}  # task -> unexpected errors in a row
+        self.draining: set[str] = set()  # nodes a decommission drains
+        self._step_lock = threading.Lock()  # one step at a time per operation: its thread's, or abandon's
 
     def start(self) -> None:
         """Carry the moves out on a daemon thread (nothing for a dry run)."""
@@ -107,6 +109,20 @@ class Migration:
             if m.target == node_id and m.moves_primary and not m.served and m.batch <= soon
         ]
 
+    def steered_from(self, node_id: str) -> list[str]:
+        """The task partitions whose primary this operation has steered off `node_id` and not promoted yet."""
+        return [m.task for m in self.moves if m.source == node_id and m.moves_primary and m.step is Step.STEERED]
+
+    def abandon_target(self, node_id: str, why: str) -> list[str]:
+        """Fail the moves to `node_id` that are not served yet (its executor is going); returns their tasks."""
+        abandoned = []
+        with self._step_lock:
+            for move in self.moves:
+                if move.target == node_id and move.moves_primary and not move.served:
+                    self._protocol.fail(move, why)
+                    abandoned.append(move.task)
+        return abandoned
+
     def _run(self) -> None:
         for batch in range(self._batches):
             self._batch = batch
@@ -115,7 +131,8 @@ class Migration:
                 ready = all(m.step in (Step.WARM, Step.STEERED) or m.served for m in current)
                 for move in self.moves:
                     if move.batch < batch or move in current:
-                        self._advance(move, may_steer=ready)
+                        # An urgent move (its executor is going) is steered as soon as its target is warm.
+                        self._advance(move, may_steer=ready or move.urgent)
                 self._stopped.wait(_TICK_SECONDS)
         while not self._stopped.is_set() and not all(m.finished for m in self.moves):
             for move in self.moves:
@@ -128,7 +145,8 @@ class Migration:
         and retried at the next tick; after `_MAX_ERRORS` in a row the move fails with it, so an operation never
         stays running with no thread carrying it out."""
         try:
-            self._protocol.advance(move, may_steer)
+            with self._step_lock:
+                self._protocol.advance(move, may_steer)
             self._errors.pop(move.task, None)
         except Exception as exc:
             count = self._errors.get(move.task, 0) + 1
@@ -136,7 +154,8 @@ class Migration:
             _log.exception("operation %d: move of %s failed to advance (%d in a row)", self.operation_id, move.task,
                            count)  # fmt: skip
             if count >= _MAX_ERRORS and not move.finished:
-                self._protocol.fail(move, f"the controller could not advance it: {exc!r}")
+                with self._step_lock:
+                    self._protocol.fail(move, f"the controller could not advance it: {exc!r}")
 
     def status(self) -> control_pb2.OperationStatus:
         """The operation and each of its moves, as `statestore status` and `--wait` show them."""

@@ -6,9 +6,10 @@ that `enable()` started in this process (or the one at `controller=HOST:PORT`).
     drain("1", strategy="fluid")          # everything off executor 1, one partition per batch
     rebalance(dry_run=True).moves         # what a rebalance would move
 
-Each waits until its operation is done (a progress bar on stderr) unless `wait=False`, and returns the
-operation's status (`statestore.rpc.control_pb2.OperationStatus`); a refusal raises `ControlError` naming what
-is wrong.
+Each waits until its operation is done (a progress bar on stderr) unless `wait=False`, at most `timeout`
+seconds (an hour by default: every move ends by its own time limits well before; a `TimeoutError` says the
+controller stopped carrying it out), and returns the operation's status
+(`statestore.rpc.control_pb2.OperationStatus`); a refusal raises `ControlError` naming what is wrong.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
+
+DEFAULT_WAIT_SECONDS = 3600.0
 
 if TYPE_CHECKING:  # grpc loads only when a command runs
     from statestore.controller.client import ControlClient
@@ -28,23 +31,32 @@ def move(
     query: str = "",
     wait: bool = True,
     controller: str | None = None,
+    timeout: float | None = DEFAULT_WAIT_SECONDS,
 ) -> control_pb2.OperationStatus:
     """Move each task partition (key: `PARTITION`, `OPERATOR/PARTITION` or a store id) to its executor (value)."""
-    return _run(controller, wait, lambda c: c.move(moves, strategy, query))
+    return _run(controller, wait, timeout, lambda c: c.move(moves, strategy, query))
 
 
 def drain(
-    executor: str, strategy: str = "batched", wait: bool = True, controller: str | None = None
+    executor: str,
+    strategy: str = "batched",
+    wait: bool = True,
+    controller: str | None = None,
+    timeout: float | None = DEFAULT_WAIT_SECONDS,
 ) -> control_pb2.OperationStatus:
     """Move every primary and replica off `executor` (a Spark executor id)."""
-    return _run(controller, wait, lambda c: c.drain(executor, strategy))
+    return _run(controller, wait, timeout, lambda c: c.drain(executor, strategy))
 
 
 def rebalance(
-    strategy: str = "batched", dry_run: bool = False, wait: bool = True, controller: str | None = None
+    strategy: str = "batched",
+    dry_run: bool = False,
+    wait: bool = True,
+    controller: str | None = None,
+    timeout: float | None = DEFAULT_WAIT_SECONDS,
 ) -> control_pb2.OperationStatus:
     """Re-plan primaries and replicas with placement and carry the moves out (only plan them with `dry_run`)."""
-    return _run(controller, wait, lambda c: c.rebalance(strategy, dry_run))
+    return _run(controller, wait, timeout, lambda c: c.rebalance(strategy, dry_run))
 
 
 def controller_address() -> str:
@@ -62,7 +74,10 @@ def controller_address() -> str:
 
 
 def _run(
-    controller: str | None, wait: bool, start: Callable[[ControlClient], control_pb2.OperationStatus]
+    controller: str | None,
+    wait: bool,
+    timeout: float | None,
+    start: Callable[[ControlClient], control_pb2.OperationStatus]
 ) -> control_pb2.OperationStatus:
     from statestore.controller.client import ControlClient, moves_done
 
@@ -78,4 +93,4 @@ def _run(
                 bar.n = moves_done(now)
                 bar.refresh()
 
-            return client.wait(status.operation_id, on_progress=show)
+            return client.wait(status.operation_id, timeout=timeout, on_progress=show)

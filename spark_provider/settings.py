@@ -81,6 +81,10 @@ SETTINGS: tuple[Setting, ...] = (
             "it waits twice as many before counting again: hysteresis)."),
     Setting("load_balancing_max_moves", PREFIX + "loadBalancingMaxMoves", "2",
             "Load balancing: hand-overs per automatic operation (batched strategy)."),
+    Setting("warm_up_mb_per_second", PREFIX + "warmUpMBPerSecond", "64",
+            "How fast a state node sends a whole replica to a node that holds none (a new executor warming up "
+            "before it takes primaries, a replica re-placed after a loss or a drain), in MiB/s: the warm-up "
+            "throttle, so that the copies do not slow the running query."),
     Setting("rereplication_delay_seconds", PREFIX + "rereplicationDelaySeconds", "10",
             "For the controller `enable()` starts: after an executor is lost, new replicas for its roles wait this "
             "long, so that the copies do not slow the batch resuming its partitions and Spark's replacement "

@@ -6,6 +6,11 @@ on an executor that holds nothing. The watch here turns Spark's executor-removed
 controller picks, for each partition that executor ran, the freshest live replica holder, and the partition
 is reported active there (the provider jar's `Steering` class, called through py4j with plain strings), so
 the next batch runs it where its state is warm.
+
+Spark gives warning of a graceful removal (dynamic allocation's scale-down, a decommissioned worker or
+executor, with `spark.decommission.enabled`) only by marking the executor decommissioning: it runs no new task
+and exits about a second after its last one. The watch polls for it and has the controller drain the executor
+at once (`Operations.decommissioning`): its partitions are handed over to their replica holders before it exits.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ class ExecutorWatch:
         self._steering = context._jvm.io.statestore.spark.Steering
         self._stopped = threading.Event()
         self.failovers: list[tuple[str, list[Steer]]] = []  # (executor id, decisions), oldest first
+        self.drained: dict[str, int] = {}  # decommissioning executor id -> its drain's operation id (0: none)
+        self._announced: set[str] = set()
 
     def start(self) -> None:
         """Listen to the SparkContext's executor removals from now on, on a daemon thread."""
@@ -48,12 +55,31 @@ class ExecutorWatch:
                 event = self._steering.nextRemovedExecutor(_WAIT_MS)
             except Py4JError:
                 return  # the SparkContext stopped
+            self._drain_decommissioning()
             if not event:
                 continue
             executor_id, _, reason = event.partition("\t")
             log_event(_log, "spark_executor_removed", logging.WARNING, executor=executor_id, reason=reason)
             decisions = self._controller.executor_lost(executor_id, self.steer)
             self.failovers.append((executor_id, decisions))
+
+    def _drain_decommissioning(self) -> None:
+        """Start draining each executor Spark began decommissioning (retried while another operation runs)."""
+        from py4j.protocol import Py4JError
+
+        try:
+            listed = str(self._steering.decommissioningExecutors())
+        except Py4JError:
+            return
+        for executor_id in filter(None, listed.split(",")):
+            if executor_id in self.drained:
+                continue
+            if executor_id not in self._announced:
+                self._announced.add(executor_id)
+                log_event(_log, "spark_executor_decommissioning", logging.WARNING, executor=executor_id)
+            started = self._controller.executor_decommissioning(executor_id)
+            if started is not None:
+                self.drained[executor_id] = started
 
     def steer(self, decision: Steer) -> None:
         """Report the decision's partition active on its executor (raises if Spark refuses)."""

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_node_harness import FakeClock
 
+from handover.failover import Failover
 from handover.handover import HandOver, SparkLevers, Step
 from handover.migration import Migration, order_moves
 from placement import Placement, ReplicaGroup, Strategy
@@ -25,6 +26,7 @@ from statestore.controller.membership import Membership
 from statestore.controller.operations import OperationError, Operations, PartitionMoveRequest
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.server import Controller
+from statestore.controller.status import format_status
 from statestore.partition_key import partition_key, task_partition_key
 from statestore.rpc import common_pb2, control_pb2
 
@@ -491,3 +493,89 @@ def test_cli_says_when_the_controller_is_unreachable() -> None:
     assert result.returncode == 1
     assert f"controller 127.0.0.1:{port} unreachable" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# ------------------------------------------------------------------------------- Spark decommissions an executor
+
+
+def wait_until(condition, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+    return found
+
+
+def test_a_decommissioning_executor_is_drained_at_once_to_its_replica_holders(membership: Membership) -> None:
+    """Spark decommissions executor a (it runs no new task and exits once idle): every primary with a replica
+    holder is steered there at once, without waiting for the group's new replicas, and a's node leaves every
+    plan; when a is then removed, failover leaves the steered partitions to the hand-over."""
+    place = control_pb2.SparkPlace(run_id="0b5e8d7c-1f2a-4c3b-9d8e-7f6a5b4c3d2e", state_root=f"{ROOT}/state")
+    membership.heartbeat(
+        control_pb2.HeartbeatRequest(
+            node=control_pb2.NodeRef(node_id="a", address="a:1", executor_id="a", executor_host="10.0.0.1"),
+            primaries=[
+                control_pb2.PrimaryReport(store=s, version=3, place=place)
+                for s in (store("0/0/default"), store("0/1/default"), store("0/0/default", OTHER_ROOT))
+            ],
+        )
+    )
+    steered: list = []
+    groups = ReplicaGroups(membership, q=1)
+    operations = Operations(membership, groups)
+    operations.attach_spark(SparkLevers(steer=steered.append, locate=lambda _steer: ""))
+    try:
+        operation_id = operations.decommissioning("a")
+        assert operation_id
+        assert operations.decommissioning("a") == operation_id  # polled again: the same drain
+        assert groups.draining() == frozenset({"a"})
+        handed = {task("0/0/default"), task("0/1/default")}  # b holds both; nobody holds OTHER_ROOT's
+        wait_until(lambda: operations.steered_from("a") == handed)
+        assert {(s.store.checkpoint_dir, s.executor_id) for s in steered} == {
+            (store("0/0/default").checkpoint_dir, "b"),
+            (store("0/1/default").checkpoint_dir, "b"),
+        }
+        status = operations.status(operation_id)
+        assert status.kind == "decommission" and status.strategy == "all-at-once" and status.state == "running"
+        assert "Spark is decommissioning executor a" in status.notes[0]
+        assert any("no live replica holder" in note for note in status.notes), status.notes
+        assert all(m.source_node == "a" and m.target_node != "a" for m in status.moves)
+        shown = format_status(control_pb2.StatusReply(operations=[status]))
+        assert "decommission (all-at-once), running" in shown and "why: Spark is decommissioning executor a" in shown
+        decisions = Failover(membership).executor_lost("a", steered.append, skip=operations.steered_from("a"))
+        assert all(task_partition_key(d.store) not in handed for d in decisions)
+    finally:
+        operations.stop()
+
+
+def test_a_move_to_a_decommissioning_executor_fails_and_its_drain_follows(membership: Membership) -> None:
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        move = operations.move([PartitionMoveRequest("1", "c")])  # c holds nothing: it warms up first
+        assert operations.decommissioning("c") is None  # the move's operation still runs
+        failed = wait_until(lambda: operations.status(move.operation_id).state == "failed" and operations.status(
+            move.operation_id))
+        assert "Spark is decommissioning executor c" in failed.moves[0].error
+        drain = wait_until(lambda: operations.decommissioning("c"))
+        assert operations.status(drain).kind == "decommission" and "c" in operations.draining()
+    finally:
+        operations.stop()
+
+
+def test_waiting_for_an_operation_ends_at_its_timeout_naming_it() -> None:
+    """`spark_provider.move(wait=True)` never waits forever on an operation the controller does not end."""
+    from spark_provider import move
+
+    server = Controller("127.0.0.1:0", dead_after=600.0, forget_after=600.0)
+    server.start()
+    try:
+        beat(server.membership, "a", primaries=[store("0/0/default"), store("0/1/default")])
+        beat(server.membership, "b", replicas=[store("0/0/default"), store("0/1/default")])
+        beat(server.membership, "c")
+        server.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+        # c holds nothing and no node runs to bootstrap it: the move stays warming up.
+        with pytest.raises(TimeoutError, match=r"operation 1 \(move\) still running after 0.5s: `statestore status`"):
+            move({"1": "c"}, controller=f"127.0.0.1:{server.port}", timeout=0.5)
+    finally:
+        server.stop(grace=0.5)

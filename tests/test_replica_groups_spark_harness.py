@@ -49,6 +49,9 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval
         time.sleep(interval)
 
 
+_DEFAULT_CONF = {"spark.dynamicAllocation.enabled": "false", "spark.decommission.enabled": "false"}
+
+
 def start_spark(
     root: Path,
     app: str,
@@ -72,7 +75,9 @@ def start_spark(
         .config("spark.driver.memory", "1g")
         .config("spark.executor.memory", "1g")
     )
-    for key, value in (spark_conf or {}).items():
+    # A session started earlier in this process may leave its confs behind for the next SparkContext (seen after
+    # the elastic test's dynamic allocation: two executors instead of three): say what these sessions need.
+    for key, value in {**_DEFAULT_CONF, **(spark_conf or {})}.items():
         builder = builder.config(key, value)
     session = spark_provider.enable(builder, local_dir=str(root / "local"), **settings).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -79,7 +79,10 @@ class ControlClient:
             if status.state != "running":
                 return status
             if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"operation {operation_id} still running after {timeout:g}s")
+                raise TimeoutError(
+                    f"operation {operation_id} ({status.kind}) still running after {timeout:g}s: "
+                    "`statestore status` shows the step each move is at"
+                )
             time.sleep(_POLL_SECONDS)
 
     def _call(self, name: str, method: Callable, request: object) -> object:

@@ -44,9 +44,10 @@ def task_loads(membership: Membership) -> dict[str, float]:
     return loads
 
 
-def executor_loads(membership: Membership) -> dict[str, ExecutorLoad]:
+def executor_loads(membership: Membership, leaving: frozenset[str] = frozenset()) -> dict[str, ExecutorLoad]:
     """Node id -> its executor's load, for every live node serving a Spark executor (those running no task
-    partition included, with no load: a new executor is where load should go)."""
+    partition included, with no load: a new executor is where load should go), except the `leaving` ones
+    (being drained: no load goes there)."""
     loads = task_loads(membership)
     live = set(membership.live_node_ids())
     running: dict[str, dict[str, float]] = {}
@@ -59,5 +60,5 @@ def executor_loads(membership: Membership) -> dict[str, ExecutorLoad]:
             record.node_id, record.executor_id, record.executor_cores, running.get(record.node_id, {})
         )
         for record in membership.nodes()
-        if record.node_id in live and record.executor_id
+        if record.node_id in live and record.executor_id and record.node_id not in leaving
     }

@@ -109,7 +109,7 @@ class LoadBalancer:
         if batch <= self._last_batch:
             return None
         self._last_batch = batch
-        loads = executor_loads(self._membership)
+        loads = executor_loads(self._membership, self._operations.draining())
         if len(loads) < 2 or not any(e.millis for e in loads.values()):
             return None
         mean = sum(e.per_core for e in loads.values()) / len(loads)

@@ -5,6 +5,7 @@ operation running and the last ones done for `statestore status`.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -14,16 +15,19 @@ from dataclasses import dataclass
 
 import grpc
 
+from handover.failover import freshest_holder
 from handover.handover import HandOver, HandOverProtocol, HandOverSettings, SparkLevers
 from handover.migration import Migration, order_moves
 from placement import PartitionDemand, Placement, ReplicaGroup, Strategy
 from placement.primaries import balance_primaries, balance_primaries_by_load, move_primaries_to_lighter_nodes
 from statestore.controller.membership import Membership, NodeRecord
 from statestore.controller.replica_groups import ReplicaGroups
+from statestore.node.logs import log_event
 from statestore.partition_key import normalized_checkpoint_dir, task_partition_key, task_partition_key_of
 from statestore.rpc import common_pb2, control_pb2
 
 _KEPT = 8  # operations kept for status once done
+_log = logging.getLogger("statestore.controller.operations")
 _PARTITION_SPEC = re.compile(r"^(?:(?P<operator>\d+)/)?(?P<partition>\d+)(?:/(?P<store>.+))?$")
 
 
@@ -103,6 +107,75 @@ class Operations:
         self._groups.drain(record.node_id)
         notes.append(f"node {record.node_id} is kept out of every plan from now on")
         return self._start("drain", strategy, moves, notes)
+
+    def decommissioning(self, executor_id: str) -> int | None:
+        """Spark is decommissioning `executor_id`: it runs no new task and exits about a second after its last
+        one. Drain it at once, all at once: each primary goes to its freshest replica holder (urgent moves: only
+        that holder must be warm, new replicas follow), its replicas to other nodes, and no plan uses its node
+        again. Moves of a running operation to it fail. Returns the drain's operation id (0: the executor has no
+        node, or nothing to drain), None while another operation is still running (call again)."""
+        node_id = self._membership.node_of_executor(executor_id)
+        record = self._membership.node(node_id) if node_id else None
+        if record is None or not self._membership.is_alive(record):
+            log_event(_log, "decommission_not_drained", executor=executor_id, why="no live state node")
+            return 0
+        self._groups.drain(record.node_id)
+        with self._lock:
+            running = [m for m in self._operations if m.running]
+        for migration in running:
+            if migration.kind == "decommission" and record.node_id in migration.draining:
+                return migration.operation_id
+            abandoned = migration.abandon_target(
+                record.node_id, f"Spark is decommissioning executor {executor_id}: the move cannot end there"
+            )
+            if abandoned:
+                log_event(_log, "moves_abandoned", operation=migration.operation_id, tasks=abandoned)
+        if running:
+            return None
+        running_primaries = self._running_primaries()
+        pins = {task: node for task, node in running_primaries.items() if node != record.node_id}
+        left = frozenset({record.node_id})
+        notes = [
+            f"Spark is decommissioning executor {executor_id} (node {record.node_id}): it runs no new task and "
+            "exits once idle, so its partitions are handed over at the next batch, all at once, each to its "
+            "freshest replica holder; new replicas warm up after"
+        ]
+        for task, node in sorted(running_primaries.items()):
+            if node != record.node_id:
+                continue
+            stores = [p for p in self._membership.partitions() if task_partition_key(p.store) == task]
+            holder = freshest_holder(self._membership, task, stores, exclude=left | self._groups.draining())
+            if holder is None:
+                notes.append(
+                    f"{task}: no live replica holder: its new primary warms up first (if the executor is gone "
+                    "before, the partition loads from the checkpoint location where Spark runs it)"
+                )
+                continue
+            pins[task] = holder[0].node_id
+        moves, more = self._moves_to(self._groups.target(pins, exclude=left))
+        for move in moves:
+            move.urgent = True
+        try:
+            status = self._start("decommission", Strategy.ALL_AT_ONCE, moves, [*notes, *more])
+        except OperationError as exc:  # another operation started meanwhile
+            log_event(_log, "decommission_deferred", executor=executor_id, why=str(exc))
+            return None
+        with self._lock:
+            started = next(m for m in self._operations if m.operation_id == status.operation_id)
+        started.draining.add(record.node_id)
+        log_event(_log, "decommission_drain", executor=executor_id, node=record.node_id,
+                  operation=status.operation_id, moves=len(moves))  # fmt: skip
+        return status.operation_id
+
+    def draining(self) -> frozenset[str]:
+        """The nodes being drained (no plan places anything there)."""
+        return self._groups.draining()
+
+    def steered_from(self, node_id: str) -> frozenset[str]:
+        """Task partitions a running operation has steered off `node_id` (failover leaves them to it)."""
+        with self._lock:
+            running = [m for m in self._operations if m.running]
+        return frozenset(task for m in running for task in m.steered_from(node_id))
 
     def rebalance(self, strategy: str = "", dry_run: bool = False) -> control_pb2.OperationStatus:
         """Re-plan primaries and replicas (primaries not pinned) and carry out the moves."""

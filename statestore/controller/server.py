@@ -81,7 +81,14 @@ class Controller:
     def executor_lost(self, executor_id: str, steer: SteerFunction) -> list[Steer]:
         """Spark removed executor `executor_id`: fail its partitions over to their replica holders, steering
         each partition's next task with `steer` (handover.failover)."""
-        return self._service.failover.executor_lost(executor_id, steer)
+        node_id = self.membership.node_of_executor(executor_id)
+        handed_over = self._service.operations.steered_from(node_id) if node_id else frozenset()
+        return self._service.failover.executor_lost(executor_id, steer, skip=handed_over)
+
+    def executor_decommissioning(self, executor_id: str) -> int | None:
+        """Spark is decommissioning executor `executor_id` (it exits once idle): drain it now. Returns the drain's
+        operation id (0 when there is nothing to drain), None while another operation must end first."""
+        return self._service.operations.decommissioning(executor_id)
 
     def attach_spark(self, levers: SparkLevers) -> None:
         """Lend the controller the driver's levers on Spark's task placement, for operator commands."""

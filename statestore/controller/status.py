@@ -173,6 +173,9 @@ def format_status(reply: control_pb2.StatusReply) -> str:
     )
 
 
+_AUTOMATIC = ("automatic", "Spark is decommissioning")
+
+
 def _operations(reply: control_pb2.StatusReply) -> str:
     """The operator commands' section: the running one with every move's steps, the others in one line each."""
     if not reply.operations:
@@ -189,8 +192,8 @@ def _operations(reply: control_pb2.StatusReply) -> str:
             blocks.append(block)
         else:
             blocks.append(format_operation(operation).splitlines()[0])
-        # An automatic operation says why it was started (the load-balancing policy's reason).
-        blocks.extend(f"    why: {note}" for note in operation.notes if note.startswith("automatic"))
+        # An automatic operation says why it was started (the load-balancing policy's reason, Spark's decommission).
+        blocks.extend(f"    why: {note}" for note in operation.notes if note.startswith(_AUTOMATIC))
     return "\n\nMOVES\n" + "\n".join(blocks)
 
 

@@ -30,7 +30,7 @@ final class NodeSidecar {
   static final long RESTART_INTERVAL_MS = 5_000;
 
   /** How to start the node: interpreter, identity and controller, from the provider's settings. */
-  record Spec(String python, String executorId, String executorHost, String controller) {}
+  record Spec(String python, String executorId, String executorHost, String controller, double warmUpMbPerSecond) {}
 
   private final File socket;
   private final File dataDir;
@@ -84,6 +84,8 @@ final class NodeSidecar {
       cmd.add("--executor-host");
       cmd.add(spec.executorHost());
     }
+    cmd.add("--bootstrap-mb-per-second");
+    cmd.add(Double.toString(spec.warmUpMbPerSecond()));
     if (spec.controller() != null) {
       cmd.add("--controller");
       cmd.add(spec.controller());

@@ -39,6 +39,11 @@ final class ProviderSettings {
    * opened. Off: the task's load asks the node then.
    */
   final boolean openAhead;
+  /**
+   * The warm-up throttle: how fast this executor's state node sends a whole replica to a node that holds none
+   * (a new executor, a drained one's replacement), in MiB/s, so that the copies do not slow the running query.
+   */
+  final double warmUpMbPerSecond;
   /** Tests only: the file that arms a fault point ({@link Faults}); null: no fault point is ever checked. */
   final String faultsFile;
 
@@ -62,6 +67,11 @@ final class ProviderSettings {
     faultsFile = emptyToNull(get(confs, "faultsFile", ""));
     partialMerge = Boolean.parseBoolean(get(confs, "partialMerge", "true"));
     openAhead = Boolean.parseBoolean(get(confs, "openAhead", "true"));
+    warmUpMbPerSecond = Double.parseDouble(get(confs, "warmUpMBPerSecond", "64"));
+    if (!(warmUpMbPerSecond > 0)) {
+      throw new IllegalArgumentException("statestore: " + PREFIX + "warmUpMBPerSecond is " + warmUpMbPerSecond
+          + "; expected a rate over 0 (MiB per second)");
+    }
     if (!java.util.Set.of("auto", "always", "never").contains(peerFetch)) {
       throw new IllegalArgumentException("statestore: " + PREFIX + "peerFetch is '" + peerFetch
           + "'; expected auto, always or never");

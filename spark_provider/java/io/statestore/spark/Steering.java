@@ -7,6 +7,7 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
+import org.apache.spark.scheduler.TaskSchedulerImpl;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
@@ -46,6 +47,20 @@ public final class Steering {
   public static String nextRemovedExecutor(long timeoutMs) throws InterruptedException {
     String next = REMOVED.poll(timeoutMs, TimeUnit.MILLISECONDS);
     return next == null ? "" : next;
+  }
+
+  /**
+   * The executors Spark is decommissioning now, comma-separated: dynamic allocation's scale-down, a worker or
+   * executor decommissioned by hand, with {@code spark.decommission.enabled}. They run no new task and exit once
+   * idle (about a second later), and Spark posts no listener event until they are gone: this is polled.
+   */
+  public static String decommissioningExecutors() {
+    SparkContext sc = watched;
+    if (sc == null || !(sc.taskScheduler() instanceof TaskSchedulerImpl scheduler)) return "";
+    synchronized (scheduler) { // Spark updates the map under the scheduler's lock
+      return String.join(",",
+          scala.jdk.javaapi.CollectionConverters.asJava(scheduler.executorsPendingDecommission().keySet()));
+    }
   }
 
   /**
