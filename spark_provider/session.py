@@ -7,7 +7,7 @@ from typing import Any
 
 from spark_provider.driver_controller import start_driver_controller
 from spark_provider.jar import provider_jar
-from spark_provider.settings import BY_NAME, PLUGIN_CLASS, PROVIDER_CLASS, spark_confs
+from spark_provider.settings import BY_KEY, BY_NAME, PLUGIN_CLASS, PREFIX, PROVIDER_CLASS, spark_confs
 
 
 def _with_class(existing: str | None, name: str) -> str:
@@ -18,6 +18,20 @@ def _with_class(existing: str | None, name: str) -> str:
 def _with_jar(existing: str | None, jar: str) -> str:
     jars = [j for j in (existing or "").split(",") if j and Path(j).name != Path(jar).name]
     return ",".join([*jars, jar])
+
+
+def _existing_confs(builder_or_session: Any) -> dict[str, str]:
+    """The confs the builder (its options) or the running session already has under our settings' keys."""
+    options = getattr(builder_or_session, "_options", None)
+    if options is not None:
+        return {k: str(v) for k, v in options.items() if k.startswith(PREFIX) or k in BY_KEY}
+    conf = builder_or_session.sparkContext.getConf()
+    found = {k: v for k, v in conf.getAll() if k.startswith(PREFIX) or k in BY_KEY}
+    for key in BY_KEY:
+        value = builder_or_session.conf.get(key, None)
+        if value is not None:
+            found[key] = value
+    return found
 
 
 def _master_and_driver_host(builder_or_session: Any) -> tuple[str | None, str | None]:
@@ -34,15 +48,21 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
     `builder_or_session` is a `SparkSession.Builder` (preferred: the jar is then on the driver's and the
     executors' class path from the start) or a running `SparkSession` (the jar is added with `addJar`).
     `jar` overrides the automatically built jar; `settings` are the keyword names listed in
-    `spark_provider.settings.SETTINGS`. Returns what it was given, so builder calls chain.
+    `spark_provider.settings.SETTINGS`; a value of ours the builder or session already has (`.config(key, v)`)
+    is kept unless a keyword overrides it. Every value is checked here: a bad one raises
+    `spark_provider.settings.SettingError` (a ValueError) naming the setting, the value and what is allowed.
+    Returns what it was given, so builder calls chain.
 
     With a replication factor above 0 (the default is 1) and no `controller` setting, it starts the replica
     groups' controller in this (the driver's) process, stopped when the SparkContext stops; executors start
     their state nodes as sidecars on their first commit.
     """
+    confs = {
+        "spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS,
+        **spark_confs(_existing_confs(builder_or_session), **settings),
+    }
     jar_path = str(Path(jar) if jar is not None else provider_jar())
-    confs = {"spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS, **spark_confs(**settings)}
-    if int(confs[BY_NAME["replication_factor"].key]) > 0 and not settings.get("controller"):
+    if int(confs[BY_NAME["replication_factor"].key]) > 0 and not confs.get(BY_NAME["controller"].key):
         master, driver_host = _master_and_driver_host(builder_or_session)
         controller = start_driver_controller(
             int(confs[BY_NAME["replication_factor"].key]),
@@ -71,26 +91,12 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
 
 
 def _load_balancing(confs: dict[str, str]) -> Any:
-    """The load-balancing policy's settings from the confs; a bad value is a ValueError naming the setting."""
+    """The load-balancing policy's settings from the confs (already checked by `spark_confs`)."""
     from statestore.controller.load_balancer import BalancerSettings
 
-    def value(name: str, parse: Any) -> Any:
-        setting = BY_NAME[name]
-        raw = confs[setting.key]
-        try:
-            return parse(raw)
-        except ValueError:
-            raise ValueError(f"statestore setting {name} ({setting.key}) is {raw!r}: not a {parse.__name__}") from None
-
-    try:
-        return BalancerSettings(
-            mode=confs[BY_NAME["load_balancing"].key],
-            imbalance_factor=value("load_balancing_factor", float),
-            batches=value("load_balancing_batches", int),
-            max_moves=value("load_balancing_max_moves", int),
-        )
-    except ValueError as exc:
-        raise ValueError(
-            f"statestore load balancing (settings load_balancing, {BY_NAME['load_balancing'].key} and the "
-            f"load_balancing_* ones): {exc}"
-        ) from None
+    return BalancerSettings(
+        mode=confs[BY_NAME["load_balancing"].key],
+        imbalance_factor=float(confs[BY_NAME["load_balancing_factor"].key]),
+        batches=int(confs[BY_NAME["load_balancing_batches"].key]),
+        max_moves=int(confs[BY_NAME["load_balancing_max_moves"].key]),
+    )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from spark_provider.setting_values import Address, BadValue, Choice, Flag, Integer, Kind, Number, SettingError, Text
 
 PROVIDER_CLASS = "io.statestore.spark.StatestoreProvider"
 # Starts each executor's state node with the executor (spark.plugins).
@@ -14,94 +17,143 @@ PREFIX = "spark.sql.streaming.stateStore.statestore."
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting: the keyword `enable()` accepts, its Spark key, default and meaning."""
+    """One setting: the keyword `enable()` accepts, its Spark key, default, meaning and the values it accepts."""
 
     name: str
     key: str
     default: str | None
     doc: str
+    kind: Kind
+
+    def conf(self, value: object, given_as: str = "") -> str:
+        """`value` as the conf string the provider reads; a SettingError names the setting (as `given_as`: the
+        keyword or the Spark key the user set), the value and what is allowed."""
+        try:
+            return self.kind.conf(value)
+        except BadValue as exc:
+            label = given_as or f"{self.name} ({self.key})"
+            raise SettingError(f"statestore setting {label} is {value!r}: expected {exc}") from None
 
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("local_dir", PREFIX + "localDir", None,
             "Directory for the executors' local RocksDB copies (default: <java.io.tmpdir>/statestore-provider). "
-            "Directories of dead JVMs are deleted at start-up."),
+            "Directories of dead JVMs are deleted at start-up.",
+            Text("a path")),
     Setting("increment_compression", PREFIX + "incrementCompression", "zstd",
-            "Compression of the increment body written at every commit: `zstd` or `none`."),
-    Setting("zstd_level", PREFIX + "zstdLevel", "1", "zstd level for increments."),
-    Setting("write_buffer_size_mb", PREFIX + "writeBufferSizeMB", "64", "RocksDB memtable size per column family."),
+            "Compression of the increment body written at every commit: `zstd` or `none`.",
+            Choice(("zstd", "none"))),
+    Setting("zstd_level", PREFIX + "zstdLevel", "1", "zstd level for increments.",
+            Integer(1, 22)),
+    Setting("write_buffer_size_mb", PREFIX + "writeBufferSizeMB", "64", "RocksDB memtable size per column family.",
+            Integer(1)),
     Setting("block_cache_size_mb", PREFIX + "blockCacheSizeMB", "64",
-            "RocksDB block cache shared by all stores of an executor."),
+            "RocksDB block cache shared by all stores of an executor.",
+            Integer(1)),
     Setting("min_deltas_for_snapshot", "spark.sql.streaming.stateStore.minDeltasForSnapshot", "10",
-            "Spark's setting: a snapshot every this many versions (uploaded in the background)."),
+            "Spark's setting: a snapshot every this many versions (uploaded in the background).",
+            Integer(1)),
     Setting("min_batches_to_retain", "spark.sql.streaming.minBatchesToRetain", "100",
-            "Spark's setting: versions kept restorable in the checkpoint location."),
+            "Spark's setting: versions kept restorable in the checkpoint location.",
+            Integer(1)),
     Setting("replication_factor", PREFIX + "replicationFactor", "1",
             "Replicas per state partition (q) kept warm on other executors' state nodes; 0 turns the state "
-            "nodes and the controller off."),
+            "nodes and the controller off.",
+            Integer(0)),
     Setting("sync", PREFIX + "sync", "false",
-            "Whether a commit waits until one replica acked its increment (bounded by the node's sync timeout)."),
+            "Whether a commit waits until one replica acked its increment (bounded by the node's sync timeout).",
+            Flag()),
     Setting("node_socket", PREFIX + "nodeSocket", None,
             "Unix socket of a state node run as a service (`statestore node --local-socket PATH ...`); unset, "
-            "each executor starts its own node as a sidecar."),
+            "each executor starts its own node as a sidecar.",
+            Text("a path")),
     Setting("controller", PREFIX + "controller", None,
-            "Address (host:port) of a controller run as a service; unset, `enable()` starts one in the driver."),
+            "Address (host:port) of a controller run as a service; unset, `enable()` starts one in the driver.",
+            Address()),
     Setting("materialize_timeout_ms", PREFIX + "materializeTimeoutMs", "10000",
             "Longest a load waits for its state node's copy of a partition (a replica's checkpoint, or a peer's "
-            "copy) before restoring from the checkpoint location instead."),
+            "copy) before restoring from the checkpoint location instead.",
+            Integer(0)),
     Setting("peer_fetch", PREFIX + "peerFetch", "auto",
             "Whether a state node without a replica of a partition a task loads may fetch a peer's copy over the "
             "network: `auto` (only when the checkpoint location is not a local file system: a remote object store "
-            "is slower than a peer), `always`, `never`."),
+            "is slower than a peer), `always`, `never`.",
+            Choice(("auto", "always", "never"))),
     Setting("partial_merge", PREFIX + "partialMerge", "true",
             "Whether a load from the state node's replica that lacks only the last increment (a hand-over: the "
             "previous primary's last increment still on its way) starts the batch at once: its writes go to an "
             "overlay while that increment is applied in the background, and reads wait until the key's value is "
-            "known. `false`: the load applies the increment first."),
+            "known. `false`: the load applies the increment first.",
+            Flag()),
     Setting("open_ahead", PREFIX + "openAhead", "true",
             "Whether an executor opens its state node's replica of a partition a planned hand-over moves to it "
             "before the micro-batch that moves it (the controller names such partitions to the node), so that "
-            "batch's load only catches the open copy up. `false`: the load asks the node then."),
+            "batch's load only catches the open copy up. `false`: the load asks the node then.",
+            Flag()),
     Setting("faults_file", PREFIX + "faultsFile", None,
             "Tests only: a file arming the provider's fault points, one a line (`<point> kill [<partition>]` or "
             "`<point> delay <millis> [<partition>]`; points `load`, `commit`, `committed`, `last-increment`, "
-            "`last-increment-apply`); the first task reaching that point deletes it and acts."),
+            "`last-increment-apply`); the first task reaching that point deletes it and acts.",
+            Text("a path")),
     Setting("forget_after_seconds", PREFIX + "forgetAfterSeconds", "60",
             "For the controller `enable()` starts: a partition no node claims any more (its query stopped and "
-            "Spark unloaded its stores) is forgotten after this long, and its replicas are deleted."),
+            "Spark unloaded its stores) is forgotten after this long, and its replicas are deleted.",
+            Number(0)),
     Setting("load_balancing", PREFIX + "loadBalancing", "off",
             "For the controller `enable()` starts: hand primaries over (one increment each) when one executor "
             "stays busier than the others: `on`, `dry-run` (only show in `statestore status` the moves it would "
-            "make and why), `off`."),
+            "make and why), `off`.",
+            Choice(("off", "dry-run", "on"))),
     Setting("load_balancing_factor", PREFIX + "loadBalancingFactor", "1.5",
             "Load balancing: an executor's task time per core over this many times the executors' mean counts as "
-            "imbalance."),
+            "imbalance.",
+            Number(1)),
     Setting("load_balancing_batches", PREFIX + "loadBalancingBatches", "5",
             "Load balancing: micro-batches in a row over the factor before moving anything (after any operation "
-            "it waits twice as many before counting again: hysteresis)."),
+            "it waits twice as many before counting again: hysteresis).",
+            Integer(1)),
     Setting("load_balancing_max_moves", PREFIX + "loadBalancingMaxMoves", "2",
-            "Load balancing: hand-overs per automatic operation (batched strategy)."),
+            "Load balancing: hand-overs per automatic operation (batched strategy).",
+            Integer(1)),
     Setting("warm_up_mb_per_second", PREFIX + "warmUpMBPerSecond", "64",
             "How fast a state node sends a whole replica to a node that holds none (a new executor warming up "
             "before it takes primaries, a replica re-placed after a loss or a drain), in MiB/s: the warm-up "
-            "throttle, so that the copies do not slow the running query."),
+            "throttle, so that the copies do not slow the running query.",
+            Number(0)),
     Setting("rereplication_delay_seconds", PREFIX + "rereplicationDelaySeconds", "10",
             "For the controller `enable()` starts: after an executor is lost, new replicas for its roles wait this "
             "long, so that the copies do not slow the batch resuming its partitions and Spark's replacement "
-            "executor can take some of them (the failed-over partitions run with one replica fewer meanwhile)."),
+            "executor can take some of them (the failed-over partitions run with one replica fewer meanwhile).",
+            Number(0, inclusive=True)),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}
 
 
-def spark_confs(**overrides: object) -> dict[str, str]:
-    """The Spark confs for our settings: defaults, with `overrides` (keyword names of SETTINGS) applied."""
+BY_KEY = {s.key: s for s in SETTINGS}
+
+
+def spark_confs(existing: Mapping[str, str] | None = None, **overrides: object) -> dict[str, str]:
+    """The Spark confs for our settings: defaults, then the values of our keys in `existing` (the confs the
+    builder or session already has: a user's `.config(...)` is kept, not overwritten by a default), then
+    `overrides` (keyword names of SETTINGS). Every value is checked: a SettingError names the setting, the value
+    and what is allowed; a TypeError an unknown keyword, a SettingError an unknown key under our prefix."""
     unknown = sorted(set(overrides) - set(BY_NAME))
     if unknown:
         raise TypeError(f"unknown statestore setting(s) {unknown}; known: {sorted(BY_NAME)}")
+    existing = existing or {}
+    for key in sorted(k for k in existing if k.startswith(PREFIX) and k not in BY_KEY):
+        known = ", ".join(sorted(k.removeprefix(PREFIX) for k in BY_KEY if k.startswith(PREFIX)))
+        raise SettingError(
+            f"unknown statestore setting {key} (set to {existing[key]!r}); known under {PREFIX}: {known}"
+        )
     confs: dict[str, str] = {}
     for s in SETTINGS:
-        value = overrides.get(s.name, s.default)
-        if value is not None:
-            confs[s.key] = str(value)
+        if s.name in overrides:
+            if overrides[s.name] is not None:
+                confs[s.key] = s.conf(overrides[s.name])
+        elif s.key in existing:
+            confs[s.key] = s.conf(existing[s.key], given_as=s.key)
+        elif s.default is not None:
+            confs[s.key] = s.default
     return confs

@@ -49,33 +49,26 @@ final class ProviderSettings {
 
   private ProviderSettings(java.util.function.Function<String, String> confs, int minDeltasForSnapshot,
       int minVersionsToRetain, boolean commitValidation) {
-    localDir = get(confs, "localDir", System.getProperty("java.io.tmpdir") + "/statestore-provider");
-    String compression = get(confs, "incrementCompression", "zstd");
-    int level = Integer.parseInt(get(confs, "zstdLevel", "1"));
-    zstdLevel = "none".equalsIgnoreCase(compression) ? 0 : Math.max(1, level);
-    writeBufferSizeMb = Long.parseLong(get(confs, "writeBufferSizeMB", "64"));
-    blockCacheSizeMb = Long.parseLong(get(confs, "blockCacheSizeMB", "64"));
+    Reader read = new Reader(confs);
+    localDir = read.text("localDir", System.getProperty("java.io.tmpdir") + "/statestore-provider");
+    String compression = read.choice("incrementCompression", "zstd", "zstd", "none");
+    int level = (int) read.integer("zstdLevel", "1", 1, 22);
+    zstdLevel = "none".equals(compression) ? 0 : level;
+    writeBufferSizeMb = read.integer("writeBufferSizeMB", "64", 1, Integer.MAX_VALUE);
+    blockCacheSizeMb = read.integer("blockCacheSizeMB", "64", 1, Integer.MAX_VALUE);
     this.minDeltasForSnapshot = Math.max(1, minDeltasForSnapshot);
     this.minVersionsToRetain = Math.max(1, minVersionsToRetain);
     this.commitValidation = commitValidation;
-    replicationFactor = Integer.parseInt(get(confs, "replicationFactor", "1"));
-    syncReplication = Boolean.parseBoolean(get(confs, "sync", "false"));
-    nodeSocket = emptyToNull(get(confs, "nodeSocket", ""));
-    controller = emptyToNull(get(confs, "controller", ""));
-    materializeTimeoutMs = Long.parseLong(get(confs, "materializeTimeoutMs", "10000"));
-    peerFetch = get(confs, "peerFetch", "auto").toLowerCase(java.util.Locale.ROOT);
-    faultsFile = emptyToNull(get(confs, "faultsFile", ""));
-    partialMerge = Boolean.parseBoolean(get(confs, "partialMerge", "true"));
-    openAhead = Boolean.parseBoolean(get(confs, "openAhead", "true"));
-    warmUpMbPerSecond = Double.parseDouble(get(confs, "warmUpMBPerSecond", "64"));
-    if (!(warmUpMbPerSecond > 0)) {
-      throw new IllegalArgumentException("statestore: " + PREFIX + "warmUpMBPerSecond is " + warmUpMbPerSecond
-          + "; expected a rate over 0 (MiB per second)");
-    }
-    if (!java.util.Set.of("auto", "always", "never").contains(peerFetch)) {
-      throw new IllegalArgumentException("statestore: " + PREFIX + "peerFetch is '" + peerFetch
-          + "'; expected auto, always or never");
-    }
+    replicationFactor = (int) read.integer("replicationFactor", "1", 0, Integer.MAX_VALUE);
+    syncReplication = read.flag("sync", "false");
+    nodeSocket = emptyToNull(read.text("nodeSocket", ""));
+    controller = emptyToNull(read.address("controller"));
+    materializeTimeoutMs = read.integer("materializeTimeoutMs", "10000", 0, Integer.MAX_VALUE);
+    peerFetch = read.choice("peerFetch", "auto", "auto", "always", "never");
+    faultsFile = emptyToNull(read.text("faultsFile", ""));
+    partialMerge = read.flag("partialMerge", "true");
+    openAhead = read.flag("openAhead", "true");
+    warmUpMbPerSecond = read.numberOver("warmUpMBPerSecond", "64", 0);
   }
 
   static ProviderSettings from(StateStoreConf conf) {
@@ -95,8 +88,77 @@ final class ProviderSettings {
     return value.isEmpty() ? null : value;
   }
 
-  private static String get(java.util.function.Function<String, String> confs, String name, String dflt) {
-    String v = confs.apply(PREFIX + name);
-    return v != null ? v.trim() : dflt;
+  /**
+   * Reads and checks the confs under {@link #PREFIX}. A bad value is an IllegalArgumentException with the words
+   * of spark_provider/setting_values.py: "statestore setting KEY is 'VALUE': expected ..." (a test compares them).
+   */
+  private static final class Reader {
+    private final java.util.function.Function<String, String> confs;
+
+    Reader(java.util.function.Function<String, String> confs) {
+      this.confs = confs;
+    }
+
+    String text(String name, String dflt) {
+      String v = confs.apply(PREFIX + name);
+      return v != null ? v.trim() : dflt;
+    }
+
+    String choice(String name, String dflt, String... allowed) {
+      String raw = text(name, dflt);
+      String word = raw.toLowerCase(java.util.Locale.ROOT);
+      if (!java.util.List.of(allowed).contains(word)) throw bad(name, raw, "one of " + String.join(", ", allowed));
+      return word;
+    }
+
+    boolean flag(String name, String dflt) {
+      String raw = text(name, dflt);
+      String word = raw.toLowerCase(java.util.Locale.ROOT);
+      if (!word.equals("true") && !word.equals("false")) throw bad(name, raw, "true or false");
+      return word.equals("true");
+    }
+
+    long integer(String name, String dflt, long low, long high) {
+      String raw = text(name, dflt);
+      String expected = high == Integer.MAX_VALUE // the Python side's "at least": up to 2**31 - 1
+          ? "an integer of at least " + low : "an integer from " + low + " to " + high;
+      long value;
+      try {
+        value = Long.parseLong(raw.startsWith("+") ? raw.substring(1) : raw);
+      } catch (NumberFormatException e) {
+        throw bad(name, raw, expected);
+      }
+      if (value < low || value > high) throw bad(name, raw, expected);
+      return value;
+    }
+
+    double numberOver(String name, String dflt, long low) {
+      String raw = text(name, dflt);
+      String expected = "a number over " + low;
+      double value;
+      try {
+        value = Double.parseDouble(raw);
+      } catch (NumberFormatException e) {
+        throw bad(name, raw, expected);
+      }
+      if (!Double.isFinite(value) || value <= low) throw bad(name, raw, expected);
+      return value;
+    }
+
+    String address(String name) {
+      String raw = text(name, "");
+      if (raw.isEmpty()) return raw;
+      int colon = raw.lastIndexOf(':');
+      String port = colon > 0 ? raw.substring(colon + 1) : "";
+      if (!port.matches("[0-9]{1,5}") || Integer.parseInt(port) < 1 || Integer.parseInt(port) > 65535) {
+        throw bad(name, raw, "host:port with a port from 1 to 65535");
+      }
+      return raw;
+    }
+
+    private static IllegalArgumentException bad(String name, String raw, String expected) {
+      return new IllegalArgumentException(
+          "statestore setting " + PREFIX + name + " is '" + raw + "': expected " + expected);
+    }
   }
 }
