@@ -43,6 +43,13 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         "--local-socket", type=Path, metavar="PATH", help="serve the provider's local channel on this Unix socket"
     )
     parser.add_argument(
+        "--provider-dir",
+        type=Path,
+        metavar="DIR",
+        help="the directory the providers keep their stores beneath (local-channel frames may name paths only "
+        "there; default: the parent of --data-dir, as for a sidecar)",
+    )
+    parser.add_argument(
         "--parent-pid", type=int, metavar="PID", help="exit when this process exits (a sidecar of an executor JVM)"
     )
     parser.set_defaults(handler=_run)
@@ -68,5 +75,6 @@ def _run(args: argparse.Namespace) -> int:
         retry_max_backoff=args.retry_max_backoff,
         bootstrap_min_gap=args.bootstrap_min_gap,
         bootstrap_bytes_per_second=int(args.bootstrap_mb_per_second * MIB),
+        provider_dir=args.provider_dir,
     )
     return run_node(settings, args.local_socket, args.parent_pid)

@@ -13,6 +13,7 @@ the provider unloaded a partition. The node answers every other request with one
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -26,6 +27,7 @@ from typing import Any, Protocol
 
 from statestore.errors import StateStoreError
 from statestore.node.logs import log_event
+from statestore.node.provider_paths import PathRefused, ProviderPaths
 from statestore.partition_key import normalized_checkpoint_dir
 from statestore.rpc import common_pb2
 
@@ -61,6 +63,8 @@ _UNKNOWN_LINEAGE = b"\xff" * LINEAGE_BYTES
 # Linux's sockaddr_un holds 108 bytes including the terminating NUL, so Python binds paths of 107 bytes; but
 # Java's UnixDomainSocketAddress refuses 107 ("Unix domain path too long"), and the provider must connect.
 MAX_SOCKET_PATH_BYTES = 106
+# Largest value of a 64-bit field (versions, counts): the provider's Java longs are never negative.
+MAX_U64_FIELD = 2**63 - 1
 # Largest frame accepted: the same bound as the node's gRPC messages.
 MAX_FRAME_BYTES = 512 * 1024 * 1024
 
@@ -210,7 +214,11 @@ class _Reader:
         return struct.unpack(">I", self.take(4))[0]
 
     def u64(self) -> int:
-        return struct.unpack(">Q", self.take(8))[0]
+        value = struct.unpack(">Q", self.take(8))[0]
+        if value > MAX_U64_FIELD:
+            # The provider writes Java longs, never negative; the node keeps them in protobuf int64 fields.
+            raise FrameError(f"a 64-bit field holds {value}, over {MAX_U64_FIELD} (Java's Long.MAX_VALUE)")
+        return value
 
     def lineage(self) -> bytes | None:
         value = self.take(LINEAGE_BYTES)
@@ -521,9 +529,10 @@ class LocalPrimary(Protocol):
 class LocalChannelServer:
     """Serves the local socket: one thread accepts, one thread per connection answers its requests in order."""
 
-    def __init__(self, path: Path, primary: LocalPrimary) -> None:
+    def __init__(self, path: Path, primary: LocalPrimary, paths: ProviderPaths) -> None:
         self.path = Path(path)
         self._primary = primary
+        self._paths = paths
         self._listener: socket.socket | None = None
         self._connections: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -589,13 +598,25 @@ class LocalChannelServer:
                 if received is None:
                     return
                 frame_type, fields = received
-                conn.sendall(self._answer(frame_type, fields))
+                conn.sendall(self._answer_safely(frame_type, fields))
         except OSError:
             pass  # the provider went away; it reconnects on a later commit
         finally:
             with self._lock:
                 self._connections.discard(conn)
             conn.close()
+
+    def _answer_safely(self, frame_type: int, fields: bytes) -> bytes:
+        """`_answer`, or a refusal of the right type when answering failed unexpectedly: the provider always gets
+        one answer per request, and the connection stays in step."""
+        try:
+            return self._answer(frame_type, fields)
+        except Exception as exc:
+            _log.exception("local channel: answering a frame of type %d failed", frame_type)
+            why = f"node failed to answer frame type {frame_type}: {exc!r}"
+            if frame_type == MATERIALIZE:
+                return encode_materialized(Materialized(MATERIALIZED_FAILED, 0, None, 0, why))
+            return encode_reply(Reply(STATUS_REFUSED, why))
 
     def _answer(self, frame_type: int, fields: bytes) -> bytes:
         """The whole answer frame to one request: a `MATERIALIZED` for `MATERIALIZE`, an `INCOMING_LIST` for
@@ -663,7 +684,9 @@ class LocalChannelServer:
     def _answer_materialize(self, fields: bytes) -> Materialized:
         try:
             message = decode_materialize(fields)
-        except FrameError as exc:
+            self._paths.checked(message.target_dir, "target_dir")
+        except (FrameError, PathRefused) as exc:
+            log_event(_log, "local_channel_frame_refused", logging.WARNING, frame="MATERIALIZE", error=str(exc))
             return Materialized(MATERIALIZED_FAILED, 0, None, 0, f"bad MATERIALIZE frame: {exc}")
         try:
             return self._primary.materialize(_store(message.store_id, message.checkpoint_dir), message)
@@ -675,7 +698,22 @@ class LocalChannelServer:
         return _noted("PROMOTE", fields, decode_promote, self._primary.promote)
 
     def _answer_demote(self, fields: bytes) -> Reply:
-        return _noted("DEMOTE", fields, decode_demote, self._primary.demote)
+        try:
+            message = decode_demote(fields)
+        except FrameError as exc:
+            return Reply(STATUS_REFUSED, f"bad DEMOTE frame: {exc}")
+        refused = ""
+        if message.directory:
+            try:
+                self._paths.checked(message.directory, "directory")
+            except PathRefused as exc:
+                refused = str(exc)
+                log_event(_log, "local_channel_frame_refused", logging.WARNING, frame="DEMOTE", error=refused)
+                message = dataclasses.replace(message, directory="")  # released, nothing adopted
+        note = self._primary.demote(_store(message.store_id, message.checkpoint_dir), message)
+        if refused:
+            return Reply(STATUS_REFUSED, f"{note}; the directory is not adopted: {refused}")
+        return Reply(STATUS_ACCEPTED, note)
 
     def _answer_load(self, fields: bytes) -> Reply:
         return _noted("LOAD", fields, decode_load, self._primary.load)

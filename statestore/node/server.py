@@ -97,7 +97,9 @@ class StateNode:
         self.shipper: Shipper | None = None
         self.heartbeater: Heartbeater | None = None
         self.materializer: Materializer | None = None
-        self.local_channel = LocalChannelServer(local_socket, self) if local_socket else None
+        self.local_channel = (
+            LocalChannelServer(local_socket, self, settings.provider_paths) if local_socket else None
+        )
 
     def _ask_replica_groups(self) -> None:
         assert self.heartbeater is not None

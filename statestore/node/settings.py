@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from statestore.node.provider_paths import ProviderPaths
 from statestore.options import StoreOptions
 
 MIB = 1024 * 1024
@@ -65,6 +66,15 @@ class NodeSettings:
     peer_fetch_bytes_per_second: int = 0
     store_write_buffer_mb: int = 8
     store_block_cache_mb: int = 8
+    # The directory the node's providers keep their stores beneath: the only place a local-channel frame may make
+    # the node adopt a directory from (DEMOTE) or write a copy into (MATERIALIZE). Unset: the data dir's parent (a
+    # sidecar's data dir is in its executor JVM's directory, beside the JVM's stores).
+    provider_dir: Path | None = None
+
+    @property
+    def provider_paths(self) -> ProviderPaths:
+        """The paths local-channel frames may name (statestore.node.provider_paths)."""
+        return ProviderPaths(self.provider_dir or self.data_dir.absolute().parent, self.data_dir)
 
     @property
     def address(self) -> str:
