@@ -58,3 +58,24 @@ def task_partition_key_of(key: str) -> str:
     """`task_partition_key` of the store partition whose `partition_key` is `key`."""
     store_id, _, checkpoint_dir = key.partition("@")
     return task_partition_key(common_pb2.StoreRef(store_id=store_id, checkpoint_dir=checkpoint_dir))
+
+
+# Longest store id and checkpoint location accepted from a peer or a local client (Spark's are far shorter).
+MAX_STORE_ID_CHARS = 1024
+MAX_CHECKPOINT_DIR_CHARS = 4096
+
+
+def store_ref_problem(store: common_pb2.StoreRef) -> str:
+    """Why `store`, as a request names it, names no store partition ("" when it may): a store id is required,
+    and neither it nor the checkpoint location may hold a NUL byte or exceed its length bound."""
+    if not store.store_id:
+        return "store.store_id is required"
+    for name, value, bound in (
+        ("store_id", store.store_id, MAX_STORE_ID_CHARS),
+        ("checkpoint_dir", store.checkpoint_dir, MAX_CHECKPOINT_DIR_CHARS),
+    ):
+        if "\x00" in value:
+            return f"store.{name} {value!r} holds a NUL byte"
+        if len(value) > bound:
+            return f"store.{name} is {len(value)} characters long, over {bound}"
+    return ""

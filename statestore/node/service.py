@@ -19,7 +19,7 @@ from statestore.node.logs import log_event
 from statestore.node.replica import ReplicaSet
 from statestore.node.settings import NodeSettings
 from statestore.node.shipper import Shipper
-from statestore.partition_key import normalized, partition_key
+from statestore.partition_key import normalized, partition_key, store_ref_problem
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
 from statestore.snapshot import manifest_of, read_manifest
 
@@ -49,6 +49,16 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         """Receive increments and ack, for each, the version held of its partition."""
         for request in request_iterator:
             blob = request.increment
+            problem = store_ref_problem(blob.store) or _version_problem(blob.version, "increment.version")
+            if problem:
+                yield replication_pb2.ShipAck(
+                    held=common_pb2.VersionHeld(store=blob.store, version=0),
+                    version=blob.version,
+                    status=replication_pb2.ACK_FAILED,
+                    replica_node=self._settings.identity,
+                    detail=f"refused: {problem}",
+                )
+                continue
             if self._is_primary(blob.store):
                 # A late shipment of a former primary (demoted, or not told yet): this node's own store is the
                 # partition now, and a replica built from that stream could hold the history it abandoned.
@@ -87,6 +97,9 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
     ) -> Iterator[common_pb2.IncrementBlob]:
         """Increments from this node's log, else from the partition's checkpoint location, until one is missing."""
         store = request.store
+        problem = store_ref_problem(store) or _version_problem(request.from_version, "from_version")
+        if problem:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         location = CheckpointLocation(store.checkpoint_dir, store.store_id) if store.checkpoint_dir else None
         for version in range(request.from_version, request.to_version + 1):
             data = self._log.get(partition_key(store), version)
@@ -103,6 +116,9 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         """A snapshot of the partition: of this node's replica if held (never of one of a partition this node is
         primary of: it may hold an abandoned history), else the checkpoint location's newest."""
         store = request.store
+        problem = store_ref_problem(store)
+        if problem:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         rate = request.bytes_per_second or self._settings.bootstrap_bytes_per_second
         chunk = request.chunk_bytes or self._settings.bootstrap_chunk_bytes
         replica = None if self._is_primary(store) else self._replicas.get(store)
@@ -163,8 +179,9 @@ class PrimaryService(replication_pb2_grpc.PrimaryServicer):
     def Ship(self, request: replication_pb2.ShipCommand, context: grpc.ServicerContext) -> replication_pb2.ShipResult:
         """Ship one increment to its replica group; in sync mode wait for one replica's ack."""
         blob = request.increment
-        if not blob.store.store_id:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "increment.store.store_id is required")
+        problem = store_ref_problem(blob.store)
+        if problem:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"increment.{problem}")
         try:
             outcome = self._shipper.ship(
                 normalized(blob.store),
@@ -184,6 +201,12 @@ class PrimaryService(replication_pb2_grpc.PrimaryServicer):
 
     def Release(self, request: common_pb2.StoreRef, context: grpc.ServicerContext) -> replication_pb2.ReleaseResult:
         """The local primary unloaded the partition: stop being its primary."""
-        if not request.store_id:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "store_id is required")
+        problem = store_ref_problem(request)
+        if problem:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem.removeprefix("store."))
         return replication_pb2.ReleaseResult(was_primary=self._shipper.release(normalized(request)))
+
+
+def _version_problem(version: int, name: str) -> str:
+    """Why `version` cannot be a store version ("" when it can): versions start at 1."""
+    return f"{name} {version} is not a version (versions start at 1)" if version < 1 else ""
