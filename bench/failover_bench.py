@@ -57,6 +57,7 @@ from text_table import print_table_rows  # noqa: E402
 import statestore  # noqa: E402,F401  (gRPC settings first)
 from spark_provider.local_cluster import executor_pids, kill_executor  # noqa: E402
 from spark_provider.progress import files_processed  # noqa: E402
+from statestore import auth  # noqa: E402
 
 GB = 1 << 30
 VALUE_BYTES = 1024
@@ -244,12 +245,11 @@ def spark_load_times(spark: Any, since: datetime.datetime, partitions: list[int]
 
 
 def controller_status(spark: Any) -> Any:
-    import grpc
 
     from statestore.rpc import control_pb2, control_pb2_grpc
 
     address = spark.conf.get("spark.sql.streaming.stateStore.statestore.controller")
-    with grpc.insecure_channel(address) as channel:
+    with auth.channel(address) as channel:
         return control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=10)
 
 

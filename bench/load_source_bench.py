@@ -39,6 +39,7 @@ from test_load_sources_harness import OPTIONS, Setup, load_rig  # noqa: E402
 from test_node_harness import wait_until  # noqa: E402
 
 import statestore  # noqa: E402,F401  (gRPC settings first)
+from statestore import auth  # noqa: E402
 from statestore.store import VersionedStore  # noqa: E402
 
 GB = 1 << 30
@@ -101,11 +102,10 @@ def measure(rig: Setup, size_bytes: int, base: int) -> dict[str, Any]:
 
 
 def holders(rig: Setup, location: Any) -> list[str]:
-    import grpc
 
     from statestore.rpc import common_pb2, control_pb2_grpc
 
-    with grpc.insecure_channel(rig.cluster.controller_address) as channel:
+    with auth.channel(rig.cluster.controller_address) as channel:
         reply = control_pb2_grpc.ControlStub(channel).Locate(
             common_pb2.StoreRef(store_id=location.store_id, checkpoint_dir=str(location.path)), timeout=5
         )

@@ -26,11 +26,16 @@ def is_local_master(master: str | None) -> bool:
     return bool(master) and master.split("[", 1)[0] in ("local", "local-cluster")
 
 
-def controller_hosts(master: str | None, driver_host: str | None) -> tuple[str, str]:
-    """(host to listen on, host executors reach it at): loopback for local masters, else the driver's host."""
+def controller_hosts(
+    master: str | None, driver_host: str | None, bind_address: str | None = None
+) -> tuple[str, str]:
+    """(host to listen on, host executors reach it at): loopback for local masters, else the driver's host, as
+    Spark's own driver endpoints: reached at `spark.driver.host`, listening on `spark.driver.bindAddress` when
+    set (a container's `0.0.0.0`), else on that host only, never on every interface unasked."""
     if is_local_master(master):
         return "127.0.0.1", "127.0.0.1"
-    return "0.0.0.0", driver_host or socket.getfqdn()
+    advertised = driver_host or socket.getfqdn()
+    return bind_address or advertised, advertised
 
 
 @dataclass
@@ -44,6 +49,7 @@ class DriverController:
     forget_after: float = 60.0
     rereplication_delay: float = 10.0
     load_balancing: Any = None  # statestore.controller.load_balancer.BalancerSettings; None: off
+    secret: str = field(default="", repr=False)  # the application's (statestore.auth); "": calls unchecked
     address: str = ""
     log_path: str = ""
     watch: Any = None  # spark_provider.steering.ExecutorWatch, once the SparkContext is up
@@ -52,6 +58,7 @@ class DriverController:
 
     def start(self) -> str:
         """Serve on a free port; returns the address executors use."""
+        from statestore import auth
         from statestore.controller.server import Controller  # grpc loads only when replication is on
 
         self.log_path = self.log_path or _log_to_file()
@@ -62,9 +69,11 @@ class DriverController:
             forget_after=self.forget_after,
             rereplication_delay=self.rereplication_delay,
             load_balancing=self.load_balancing,
+            secret=self.secret,
         )
         port = self._controller.start()
         self.address = f"{self.advertise_host}:{port}"
+        auth.remember(self.address, self.secret)  # this process's clients of it (operator calls, steering)
         _running.append(self)
         return self.address
 
@@ -77,6 +86,10 @@ class DriverController:
             self.watch.stop()
         if self._controller is not None:
             self._controller.stop(grace=1.0)
+        if self.address:
+            from statestore import auth
+
+            auth.forget(self.address)
         if self in _running:
             _running.remove(self)
 
@@ -121,10 +134,12 @@ def start_driver_controller(
     forget_after: float = 60.0,
     rereplication_delay: float = 10.0,
     load_balancing: Any = None,
+    secret: str = "",
+    bind_address: str | None = None,
 ) -> DriverController:
     """Start a controller for a Spark application with this master; it stops with the SparkContext.
-    `load_balancing`: the policy's `BalancerSettings` (None: off)."""
-    listen_host, advertise_host = controller_hosts(master, driver_host)
+    `load_balancing`: the policy's `BalancerSettings` (None: off); `secret`: what every call must carry."""
+    listen_host, advertise_host = controller_hosts(master, driver_host, bind_address)
     controller = DriverController(
         replication_factor,
         listen_host,
@@ -132,6 +147,7 @@ def start_driver_controller(
         forget_after=forget_after,
         rereplication_delay=rereplication_delay,
         load_balancing=load_balancing,
+        secret=secret,
     )
     controller.start()
     controller.stop_with_spark_context()

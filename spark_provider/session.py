@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,23 @@ def _existing_confs(builder_or_session: Any) -> dict[str, str]:
     return found
 
 
-def _master_and_driver_host(builder_or_session: Any) -> tuple[str | None, str | None]:
+def _spark_secret(builder_or_session: Any) -> str:
+    """Spark's own `spark.authenticate.secret` when the user set one ("" if not)."""
+    key = "spark.authenticate.secret"
     options = getattr(builder_or_session, "_options", None)
     if options is not None:
-        return options.get("spark.master"), options.get("spark.driver.host")
+        return str(options.get(key) or "")
+    return builder_or_session.sparkContext.getConf().get(key) or ""
+
+
+def _master_and_driver_hosts(builder_or_session: Any) -> tuple[str | None, str | None, str | None]:
+    """Spark's master, `spark.driver.host` and `spark.driver.bindAddress` (None where unset)."""
+    options = getattr(builder_or_session, "_options", None)
+    if options is not None:
+        return options.get("spark.master"), options.get("spark.driver.host"), options.get("spark.driver.bindAddress")
     context = builder_or_session.sparkContext
-    return context.master, context.getConf().get("spark.driver.host")
+    conf = context.getConf()
+    return context.master, conf.get("spark.driver.host"), conf.get("spark.driver.bindAddress")
 
 
 def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: object) -> Any:
@@ -62,8 +74,11 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
         **spark_confs(_existing_confs(builder_or_session), **settings),
     }
     jar_path = str(Path(jar) if jar is not None else provider_jar())
+    secret_key = BY_NAME["secret"].key
     if int(confs[BY_NAME["replication_factor"].key]) > 0 and not confs.get(BY_NAME["controller"].key):
-        master, driver_host = _master_and_driver_host(builder_or_session)
+        # Our controller: calls to it and to the nodes carry the application's secret.
+        confs[secret_key] = confs.get(secret_key) or _spark_secret(builder_or_session) or secrets.token_hex(32)
+        master, driver_host, bind_address = _master_and_driver_hosts(builder_or_session)
         controller = start_driver_controller(
             int(confs[BY_NAME["replication_factor"].key]),
             master,
@@ -71,8 +86,14 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
             float(confs[BY_NAME["forget_after_seconds"].key]),
             float(confs[BY_NAME["rereplication_delay_seconds"].key]),
             _load_balancing(confs),
+            confs[secret_key],
+            bind_address,
         )
         confs[BY_NAME["controller"].key] = controller.address
+    elif confs.get(secret_key):
+        from statestore import auth  # grpc loads only when replication is on
+
+        auth.remember(confs[BY_NAME["controller"].key], confs[secret_key])  # a controller of the user's
     if hasattr(builder_or_session, "getOrCreate"):
         builder = builder_or_session
         options = builder._options if hasattr(builder, "_options") else {}

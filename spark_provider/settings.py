@@ -95,6 +95,12 @@ SETTINGS: tuple[Setting, ...] = (
             "`<point> delay <millis> [<partition>]`; points `load`, `commit`, `committed`, `last-increment`, "
             "`last-increment-apply`); the first task reaching that point deletes it and acts.",
             Text("a path")),
+    Setting("secret", PREFIX + "secret", None,
+            "The application's secret: every call to its controller and state nodes must carry it (statestore.auth, "
+            "docs/security.md). Unset: `enable()` makes one when it starts the controller (Spark's "
+            "`spark.authenticate.secret` if set, else a random one); with a `controller` of your own, that "
+            "controller's secret (or the STATESTORE_SECRET environment variable). Spark redacts it in its UI.",
+            Text("a string")),
     Setting("forget_after_seconds", PREFIX + "forgetAfterSeconds", "60",
             "For the controller `enable()` starts: a partition no node claims any more (its query stopped and "
             "Spark unloaded its stores) is forgotten after this long, and its replicas are deleted.",

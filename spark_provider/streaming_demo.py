@@ -63,11 +63,10 @@ def _stderr_to(path: Path) -> Iterator[None]:
 
 
 def _status(address: str) -> Any:
-    import grpc
-
+    from statestore import auth
     from statestore.rpc import control_pb2, control_pb2_grpc
 
-    with grpc.insecure_channel(address) as channel:
+    with auth.channel(address) as channel:
         return control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=5)
 
 

@@ -119,11 +119,15 @@ def test_move_and_every_rebalance_strategy_under_an_aggregation(tmp_path: Path) 
             target = next(iter(replicas_by_partition(reply, query)[store_id]))
             executor = executors_by_node(address)[target]
 
-            # `statestore move` as an operator types it, followed with --wait.
+            # `statestore move` as an operator types it, followed with --wait, with the application's secret in a
+            # file (as a notebook shows it: the session's conf).
+            secret_file = tmp_path / "secret"
+            secret_file.write_text(spark.conf.get("spark.sql.streaming.stateStore.statestore.secret") + "\n")
             with feeding([query]):
                 result = subprocess.run(
                     [sys.executable, "-m", "statestore.cli", "move", task_of(store_id), "--to", executor,
-                     "--controller", address, "--strategy", "fluid", "--wait", "--timeout", "180"],
+                     "--controller", address, "--strategy", "fluid", "--wait", "--timeout", "180",
+                     "--secret-file", str(secret_file)],
                     capture_output=True, text=True, timeout=240,
                 )  # fmt: skip
             assert result.returncode == 0, result.stdout + result.stderr

@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from statestore import auth
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.options import StoreOptions
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc, replication_pb2, replication_pb2_grpc
@@ -174,7 +175,7 @@ class Cluster:
         assert process.popen.poll() is None, f"{process.name} exited:\n{process.log()}"
 
     def status(self) -> control_pb2.StatusReply:
-        with grpc.insecure_channel(self.controller_address) as channel:
+        with auth.channel(self.controller_address) as channel:
             return control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=5)
 
     def held(self, node: str, store_id: str) -> int | None:
@@ -228,7 +229,7 @@ class Primary:
         self.store = VersionedStore.open(
             root / "primary" / store_id.replace("/", "_"), store_id, StoreOptions(write_buffer_mb=4, block_cache_mb=4)
         )
-        self.channel = grpc.insecure_channel(node_address)
+        self.channel = auth.channel(node_address)
         self.stub = replication_pb2_grpc.PrimaryStub(self.channel)
 
     def commit(self, version_seed: int) -> bytes:
@@ -268,7 +269,7 @@ class Primary:
     def move_to(self, node_address: str) -> None:
         """Ship through another node from now on, as when Spark runs the partition's task on another executor."""
         self.channel.close()
-        self.channel = grpc.insecure_channel(node_address)
+        self.channel = auth.channel(node_address)
         self.stub = replication_pb2_grpc.PrimaryStub(self.channel)
 
     def commit_and_ship(self, count: int, sync: bool = False) -> list[replication_pb2.ShipResult]:

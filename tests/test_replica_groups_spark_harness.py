@@ -27,6 +27,8 @@ from rocksdict import AccessType, Rdict
 
 from spark_provider.file_feed import publish
 from spark_provider.progress import files_processed
+from statestore import auth
+from statestore.auth import SECRET_ENV
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.options import StoreOptions
 from statestore.rpc import control_pb2, control_pb2_grpc
@@ -184,8 +186,8 @@ def controller_address(spark: Any) -> str:
 
 
 def status(address: str) -> control_pb2.StatusReply:
-    """The controller's Status."""
-    with grpc.insecure_channel(address) as channel:
+    """The controller's Status (with the application's secret, which the driver's controller holds)."""
+    with auth.channel(address) as channel:
         return control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=5)
 
 
@@ -422,6 +424,7 @@ def run_statestore_status(address: str) -> str:
     """`statestore status --controller ADDRESS` as a user runs it."""
     result = subprocess.run(
         [sys.executable, "-m", "statestore.cli", "status", "--controller", address],
+        env={**os.environ, SECRET_ENV: auth.secret_for(address)},
         capture_output=True,
         text=True,
         timeout=30,

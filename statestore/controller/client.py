@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 
 import grpc
 
+from statestore import auth
 from statestore.rpc import control_pb2, control_pb2_grpc
 
 _POLL_SECONDS = 0.25
@@ -24,7 +25,7 @@ class ControlClient:
     def __init__(self, address: str, timeout: float = 10.0) -> None:
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(address)
+        self._channel = auth.channel(address)
         self._stub = control_pb2_grpc.ControlStub(self._channel)
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from handover.failover import Steer, SteerFunction
 from handover.handover import SparkLevers
+from statestore import auth
 from statestore.controller.load_balancer import BalancerSettings, LoadBalancer
 from statestore.controller.membership import Membership
 from statestore.controller.operations import Operations
@@ -40,8 +41,11 @@ class Controller:
         forget_after: float = 60.0,
         rereplication_delay: float = REREPLICATION_DELAY_SECONDS,
         load_balancing: BalancerSettings | None = None,
+        secret: str | None = None,
     ) -> None:
         self.listen = listen
+        # Every call must carry it (statestore.auth); None: this process's environment's, "": none.
+        self._secret = auth.secret_from_env() if secret is None else secret
         self.replication_factor = replication_factor
         self.membership = Membership(dead_after, forget_after=forget_after)
         self._service = ControlService(self.membership, replication_factor, heartbeat_interval, rereplication_delay)
@@ -54,7 +58,11 @@ class Controller:
         """Serve; returns the bound port (useful with port 0). Raises NodeStartupError if it cannot listen."""
         if not self.listen.endswith(":0"):
             check_port_free(self.listen)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.so_reuseport", 0)])
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=8),
+            options=[("grpc.so_reuseport", 0)],
+            interceptors=auth.server_interceptors(self._secret, "controller"),
+        )
         control_pb2_grpc.add_ControlServicer_to_server(self._service, server)
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -9,7 +9,10 @@ import sys
 def add_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `statestore status`."""
     parser = subparsers.add_parser("status", help="nodes, partitions, replica groups, versions held and lag")
+    from statestore.secret_option import add_secret_argument
+
     parser.add_argument("--controller", required=True, metavar="HOST:PORT")
+    add_secret_argument(parser)
     parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
     parser.set_defaults(handler=_run)
 
@@ -17,10 +20,17 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     import grpc
 
+    from statestore import auth
     from statestore.controller.status import format_status
     from statestore.rpc import control_pb2, control_pb2_grpc
+    from statestore.secret_option import secret_from_file
 
-    with grpc.insecure_channel(args.controller) as channel:
+    try:
+        auth.remember(args.controller, secret_from_file(args.secret_file))
+    except ValueError as exc:
+        print(f"statestore status: {exc}", file=sys.stderr)
+        return 2
+    with auth.channel(args.controller) as channel:
         try:
             reply = control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=args.timeout)
         except grpc.RpcError as exc:

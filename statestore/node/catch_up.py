@@ -7,6 +7,7 @@ from collections.abc import Generator
 
 import grpc
 
+from statestore import auth
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import CorruptFileError, StateStoreError
 from statestore.increment import Increment, decode_increment
@@ -32,7 +33,7 @@ def pull_from_node(
     if not address or from_version > to_version:
         return
     request = replication_pb2.PullRequest(store=store, from_version=from_version, to_version=to_version)
-    with grpc.insecure_channel(address, options=GRPC_MESSAGE_OPTIONS) as channel:
+    with auth.channel(address, GRPC_MESSAGE_OPTIONS) as channel:
         stub = replication_pb2_grpc.ReplicationStub(channel)
         expected = from_version
         try:

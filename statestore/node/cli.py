@@ -57,6 +57,7 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from statestore.node.server import run_node  # grpc and rocksdict load only for this command
+    from statestore.secret_option import secret_from_env
 
     configure_logging(args.log_level)
     settings = NodeSettings(
@@ -76,5 +77,6 @@ def _run(args: argparse.Namespace) -> int:
         bootstrap_min_gap=args.bootstrap_min_gap,
         bootstrap_bytes_per_second=int(args.bootstrap_mb_per_second * MIB),
         provider_dir=args.provider_dir,
+        secret=secret_from_env(),
     )
     return run_node(settings, args.local_socket, args.parent_pid)

@@ -553,6 +553,7 @@ class LocalChannelServer:
         except OSError as exc:
             listener.close()
             raise LocalChannelError(f"cannot listen on local socket {self.path}: {exc.strerror or exc}") from exc
+        os.chmod(self.path, 0o600)  # the provider runs as this node's user; nobody else may connect
         listener.listen(16)
         self._listener = listener
         threading.Thread(target=self._accept_loop, name="local-channel", daemon=True).start()

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import grpc
 
+from statestore import auth
 from statestore.errors import StateStoreError
 from statestore.node.bootstrap import receive_snapshot
 from statestore.node.local_channel import (
@@ -114,7 +115,7 @@ class Materializer:
         if not self._settings.controller:
             return "no controller to locate a peer"
         try:
-            with grpc.insecure_channel(self._settings.controller) as channel:
+            with auth.channel(self._settings.controller) as channel:
                 reply = control_pb2_grpc.ControlStub(channel).Locate(store, timeout=_left(deadline))
         except grpc.RpcError as exc:
             return f"the controller did not locate a peer: {exc.code().name}"
@@ -135,7 +136,7 @@ class Materializer:
         )
         source = f"replica of {store.store_id} on {holder.node.node_id}"
         try:
-            with grpc.insecure_channel(holder.node.address, options=GRPC_MESSAGE_OPTIONS) as channel:
+            with auth.channel(holder.node.address, GRPC_MESSAGE_OPTIONS) as channel:
                 chunks = replication_pb2_grpc.ReplicationStub(channel).Bootstrap(request, timeout=_left(deadline))
                 manifest = receive_snapshot(chunks, staging, source)
             with VersionedStore.open(staging, store.store_id, self._settings.store_options()) as copy:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import grpc
 
+from statestore import auth
 from statestore.node.logs import log_event
 from statestore.node.settings import NodeSettings
 from statestore.partition_key import normalized
@@ -47,7 +48,7 @@ class Heartbeater:
             executor_id=settings.executor_id,
             executor_host=settings.executor_host,
         )
-        self._channel = grpc.insecure_channel(settings.controller) if settings.controller else None
+        self._channel = auth.channel(settings.controller) if settings.controller else None
         self._stub = control_pb2_grpc.ControlStub(self._channel) if self._channel else None
         self._stop = threading.Event()
         self._beat_lock = threading.Lock()

@@ -32,6 +32,7 @@ from urllib.parse import quote
 
 import grpc
 
+from statestore import auth
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import CorruptFileError, LineageMismatchError, StateStoreError
 from statestore.increment import Increment, decode_increment
@@ -335,7 +336,7 @@ class Replica:
         )
         log_event(_log, "bootstrap_started", store=self.store_id, peer=primary_address)
         try:
-            with grpc.insecure_channel(primary_address, options=GRPC_MESSAGE_OPTIONS) as channel:
+            with auth.channel(primary_address, GRPC_MESSAGE_OPTIONS) as channel:
                 stub = replication_pb2_grpc.ReplicationStub(channel)
                 chunks = stub.Bootstrap(request, timeout=self._settings.peer_timeout * 30)
                 manifest = receive_snapshot(

@@ -18,6 +18,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from statestore import auth
 from statestore.node.increment_log import IncrementLog
 from statestore.node.local_channel import (
     SOURCE_NAMES,
@@ -113,6 +114,7 @@ class StateNode:
             futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="rpc"),
             # Without this gRPC binds with SO_REUSEPORT and a second node on the same port starts silently.
             options=[("grpc.so_reuseport", 0), *GRPC_MESSAGE_OPTIONS],
+            interceptors=auth.server_interceptors(self.settings.secret, f"node {self.settings.identity}"),
         )
         try:
             port = server.add_insecure_port(self.settings.listen)

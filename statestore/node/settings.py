@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from statestore.node.provider_paths import ProviderPaths
@@ -70,6 +70,9 @@ class NodeSettings:
     # the node adopt a directory from (DEMOTE) or write a copy into (MATERIALIZE). Unset: the data dir's parent (a
     # sidecar's data dir is in its executor JVM's directory, beside the JVM's stores).
     provider_dir: Path | None = None
+    # The application's secret (statestore.auth): every call to this node must carry it, and the node's calls
+    # carry it; "" accepts every call. Taken from the environment (STATESTORE_SECRET), never the command line.
+    secret: str = field(default="", repr=False)
 
     @property
     def provider_paths(self) -> ProviderPaths:

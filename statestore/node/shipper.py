@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from statestore import auth
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import CorruptFileError
 from statestore.increment import decode_increment
@@ -273,7 +274,7 @@ class ReplicaLink:
                 self._sent.clear()
                 self._generation += 1
                 generation = self._generation
-            channel = grpc.insecure_channel(self.address, options=GRPC_MESSAGE_OPTIONS)
+            channel = auth.channel(self.address, GRPC_MESSAGE_OPTIONS)
             call = replication_pb2_grpc.ReplicationStub(channel).Ship(self._requests(generation))
             try:
                 for ack in call:

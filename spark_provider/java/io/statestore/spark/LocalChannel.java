@@ -174,7 +174,7 @@ final class LocalChannel {
   /** How this JVM starts its sidecar: the executor's Python, its id, and the controller of the settings. */
   static NodeSidecar.Spec sidecarSpec(ProviderSettings settings) {
     return new NodeSidecar.Spec(python(), executorId(), executorHost(), settings.controller,
-        settings.warmUpMbPerSecond);
+        settings.warmUpMbPerSecond, settings.secret);
   }
 
   private static String executorId() {

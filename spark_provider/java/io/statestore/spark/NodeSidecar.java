@@ -30,7 +30,15 @@ final class NodeSidecar {
   static final long RESTART_INTERVAL_MS = 5_000;
 
   /** How to start the node: interpreter, identity and controller, from the provider's settings. */
-  record Spec(String python, String executorId, String executorHost, String controller, double warmUpMbPerSecond) {}
+  record Spec(String python, String executorId, String executorHost, String controller, double warmUpMbPerSecond,
+      String secret) {
+    /** Without the secret, which never goes to a log. */
+    @Override
+    public String toString() {
+      return "Spec[python=" + python + ", executorId=" + executorId + ", executorHost=" + executorHost
+          + ", controller=" + controller + ", warmUpMbPerSecond=" + warmUpMbPerSecond + "]";
+    }
+  }
 
   private final File socket;
   private final File dataDir;
@@ -93,6 +101,10 @@ final class NodeSidecar {
     ProcessBuilder builder = new ProcessBuilder(cmd).directory(dataDir).redirectErrorStream(true)
         .redirectOutput(ProcessBuilder.Redirect.appendTo(logFile()));
     builder.environment().put("PYTHONUNBUFFERED", "1");
+    // The application's secret (statestore.auth) in the environment: a command line is readable by every user.
+    if (spec.secret() != null && !spec.secret().isEmpty()) {
+      builder.environment().put("STATESTORE_SECRET", spec.secret());
+    }
     process = builder.start();
     running = spec;
     LOG.info("statestore: started state node {} (pid {}) for executor {} at {}, log {}", spec.python(),

@@ -44,6 +44,11 @@ final class ProviderSettings {
    * (a new executor, a drained one's replacement), in MiB/s, so that the copies do not slow the running query.
    */
   final double warmUpMbPerSecond;
+  /**
+   * The application's secret (statestore.auth), handed to the state node this JVM starts in its environment;
+   * null: none (the node then accepts every call).
+   */
+  final String secret;
   /** Tests only: the file that arms a fault point ({@link Faults}); null: no fault point is ever checked. */
   final String faultsFile;
 
@@ -69,6 +74,7 @@ final class ProviderSettings {
     partialMerge = read.flag("partialMerge", "true");
     openAhead = read.flag("openAhead", "true");
     warmUpMbPerSecond = read.numberOver("warmUpMBPerSecond", "64", 0);
+    secret = emptyToNull(read.text("secret", ""));
   }
 
   static ProviderSettings from(StateStoreConf conf) {

@@ -1,0 +1,142 @@
+"""The application's secret (statestore.auth): a controller and nodes started with it refuse every call without it
+or with another one (UNAUTHENTICATED, logged with the caller and the method), and serve replication and status to
+callers that carry it; `enable()` makes one per application; the local socket is its owner's only; a controller
+for a cluster does not listen on every interface unasked."""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from test_node_harness import Cluster, Primary, replica_digest, wait_until
+
+from statestore import auth
+from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc, replication_pb2, replication_pb2_grpc
+
+SECRET = "0123456789abcdef" * 4
+
+
+@pytest.fixture
+def secured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    """A controller and nodes a, b (q=1) started with the secret; b also serves a local socket."""
+    monkeypatch.setenv(auth.SECRET_ENV, SECRET)  # the processes inherit it; this process's clients send it
+    cluster = Cluster(tmp_path, q=1)
+    try:
+        cluster.start_controller()
+        cluster.start_node("a")
+        cluster.start_node("b", "--local-socket", str(tmp_path / "b.sock"))
+        cluster.wait_groups(2)
+        yield cluster
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.close()
+
+
+def refused(call) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as error:
+        call()
+    assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED, (error.value.code(), error.value.details())
+    return error.value
+
+
+def unauthenticated_events(cluster: Cluster, name: str) -> list[dict]:
+    return [
+        json.loads(line)
+        for line in cluster.processes[name].log().splitlines()
+        if line.startswith("{") and '"call_unauthenticated"' in line
+    ]
+
+
+def test_callers_without_the_secret_or_with_another_are_refused_and_logged(secured: Cluster) -> None:
+    store = common_pb2.StoreRef(store_id="0/0/default", checkpoint_dir="/nowhere")
+    pull = replication_pb2.PullRequest(store=store, from_version=1, to_version=3)
+    ship = replication_pb2.ShipRequest(increment=common_pb2.IncrementBlob(store=store, version=1))
+    for channel, why in (
+        (grpc.insecure_channel, "no secret"),
+        (lambda a: auth.channel(a, secret="guess"), "a wrong secret"),
+    ):
+        with channel(secured.controller_address) as to_controller:
+            error = refused(
+                lambda c=to_controller: control_pb2_grpc.ControlStub(c).Status(control_pb2.StatusRequest(), timeout=5)
+            )
+            assert f"carries {why}" in error.details()
+            refused(lambda c=to_controller: control_pb2_grpc.ControlStub(c).Register(
+                control_pb2.RegisterRequest(node=control_pb2.NodeRef(node_id="intruder", address="127.0.0.1:1")),
+                timeout=5,
+            ))  # fmt: skip
+        with channel(secured.addresses["a"]) as to_node:
+            refused(lambda c=to_node: list(replication_pb2_grpc.ReplicationStub(c).Pull(pull, timeout=5)))
+            refused(lambda c=to_node: replication_pb2_grpc.PrimaryStub(c).Release(store, timeout=5))
+            refused(lambda c=to_node: list(replication_pb2_grpc.ReplicationStub(c).Ship(iter([ship]), timeout=5)))
+    for name in ("controller", "a"):
+        events = unauthenticated_events(secured, name)
+        assert {e["why"] for e in events} == {"no secret", "a wrong secret"}, events
+        assert all(e["peer"] and e["method"].startswith("/statestore.rpc.") for e in events), events
+    assert not any(n.node.node_id == "intruder" for n in secured.status().nodes)
+
+
+def test_with_the_secret_replication_and_status_work(secured: Cluster, tmp_path: Path) -> None:
+    primary = Primary(tmp_path, "0/1/default", secured.addresses["a"])
+    try:
+        for result in primary.commit_and_ship(5, sync=True):
+            assert result.synced and {r.node_id for r in result.replicas} == {"b"}, result
+        last = primary.store.version
+        wait_until(lambda: secured.held("b", "0/1/default") == last, what="b holds the last version")
+        assert replica_digest(secured.data_dir("b"), "0/1/default") == (last, primary.digest())
+    finally:
+        primary.close()
+    assert all(n.alive for n in secured.status().nodes)  # heartbeats carry the secret
+    assert not unauthenticated_events(secured, "controller") and not unauthenticated_events(secured, "b")
+
+
+def test_a_node_without_the_secret_cannot_join(secured: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(auth.SECRET_ENV, "not-the-applications")
+    secured.start_node("stranger")
+    wait_until(lambda: unauthenticated_events(secured, "controller"), what="the stranger's refused heartbeat")
+    monkeypatch.setenv(auth.SECRET_ENV, SECRET)
+    assert "stranger" not in {n.node.node_id for n in secured.status().nodes}
+
+
+def test_the_local_socket_is_its_owners_only(secured: Cluster, tmp_path: Path) -> None:
+    mode = stat.S_IMODE((tmp_path / "b.sock").stat().st_mode)
+    assert mode == 0o600, oct(mode)
+
+
+def test_enable_makes_a_secret_per_application_and_its_controller_requires_it() -> None:
+    from pyspark.sql import SparkSession
+
+    from spark_provider import enable
+    from spark_provider.driver_controller import running_controllers
+
+    key = "spark.sql.streaming.stateStore.statestore.secret"
+    first = enable(SparkSession.builder.master("local[1]"))
+    controller = running_controllers()[-1]
+    try:
+        secret = first._options[key]
+        assert len(secret) == 64 and secret == controller.secret
+        address = first._options["spark.sql.streaming.stateStore.statestore.controller"]
+        with grpc.insecure_channel(address) as plain:
+            refused(lambda: control_pb2_grpc.ControlStub(plain).Status(control_pb2.StatusRequest(), timeout=5))
+        with auth.channel(address) as remembered:  # this process's clients send it (operator calls, the CLI's)
+            control_pb2_grpc.ControlStub(remembered).Status(control_pb2.StatusRequest(), timeout=5)
+    finally:
+        controller.stop()
+    second = enable(SparkSession.builder.master("local[1]").config("spark.authenticate.secret", "sparks-own"))
+    try:
+        assert second._options[key] == "sparks-own" != secret  # Spark's own secret when the user set one
+    finally:
+        running_controllers()[-1].stop()
+
+
+def test_a_controller_for_a_cluster_listens_on_the_drivers_address_not_every_interface() -> None:
+    from spark_provider.driver_controller import controller_hosts
+
+    assert controller_hosts("spark://master:7077", "10.0.0.5") == ("10.0.0.5", "10.0.0.5")
+    assert controller_hosts("spark://master:7077", "10.0.0.5", "0.0.0.0") == ("0.0.0.0", "10.0.0.5")  # asked
+    assert controller_hosts("local-cluster[2,1,1024]", "10.0.0.5") == ("127.0.0.1", "127.0.0.1")
