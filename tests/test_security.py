@@ -140,3 +140,29 @@ def test_a_controller_for_a_cluster_listens_on_the_drivers_address_not_every_int
     assert controller_hosts("spark://master:7077", "10.0.0.5") == ("10.0.0.5", "10.0.0.5")
     assert controller_hosts("spark://master:7077", "10.0.0.5", "0.0.0.0") == ("0.0.0.0", "10.0.0.5")  # asked
     assert controller_hosts("local-cluster[2,1,1024]", "10.0.0.5") == ("127.0.0.1", "127.0.0.1")
+
+
+def test_pull_and_bootstrap_serve_only_partitions_the_node_knows(secured: Cluster, tmp_path: Path) -> None:
+    """A caller with the secret still cannot read an arbitrary checkpoint location through a node."""
+    shipped = Primary(tmp_path / "shipped", "0/2/default", secured.addresses["a"])
+    unshipped = Primary(tmp_path / "unshipped", "0/3/default", secured.addresses["a"])
+    try:
+        shipped.commit_and_ship(3, sync=True)
+        for seed in range(12):  # committed to its checkpoint location (a snapshot too), never shipped to a node
+            unshipped.commit(seed)
+        unshipped.location.write_snapshot(unshipped.store)
+        with auth.channel(secured.addresses["a"]) as channel:
+            stub = replication_pb2_grpc.ReplicationStub(channel)
+            served = list(stub.Pull(replication_pb2.PullRequest(store=shipped.ref, from_version=1, to_version=3)))
+            assert [b.version for b in served] == [1, 2, 3]
+            for call in (
+                lambda: list(stub.Pull(replication_pb2.PullRequest(store=unshipped.ref, from_version=1, to_version=3))),
+                lambda: list(stub.Bootstrap(replication_pb2.BootstrapRequest(store=unshipped.ref), timeout=10)),
+            ):
+                with pytest.raises(grpc.RpcError) as error:
+                    call()
+                assert error.value.code() == grpc.StatusCode.NOT_FOUND
+                assert "serves only partitions it is primary of" in error.value.details()
+    finally:
+        shipped.close()
+        unshipped.close()

@@ -60,6 +60,11 @@ class IncrementLog:
         with self._lock:
             return self._entries.get((partition, version))
 
+    def has(self, partition: str) -> bool:
+        """Whether this node shipped any increment of `partition` that it still indexes."""
+        with self._lock:
+            return bool(self._index.get(partition))
+
     def known(self, partition: str, version: int) -> LoggedVersion | None:
         """Size and checksum of increment `version` if it is still indexed."""
         with self._lock:

@@ -43,6 +43,22 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         self._is_primary = is_primary
         self._awaits_local_release = awaits_local_release
 
+    def _serves(self, store: common_pb2.StoreRef) -> bool:
+        """Whether Pull and Bootstrap may read this partition's increments or snapshots here: only one this node
+        is primary of, holds a replica of, or shipped increments of lately, never any checkpoint location a
+        caller names (docs/security.md)."""
+        return (
+            self._is_primary(store)
+            or self._replicas.get(store) is not None
+            or self._log.has(partition_key(store))
+        )
+
+    def _not_served(self, store: common_pb2.StoreRef) -> str:
+        return (
+            f"{self._settings.identity} serves only partitions it is primary of, holds a replica of or shipped "
+            f"lately, not {store.store_id} at {store.checkpoint_dir}"
+        )
+
     def Ship(
         self, request_iterator: Iterator[replication_pb2.ShipRequest], context: grpc.ServicerContext
     ) -> Iterator[replication_pb2.ShipAck]:
@@ -100,6 +116,8 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         problem = store_ref_problem(store) or _version_problem(request.from_version, "from_version")
         if problem:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        if not self._serves(store):
+            context.abort(grpc.StatusCode.NOT_FOUND, self._not_served(store))
         location = CheckpointLocation(store.checkpoint_dir, store.store_id) if store.checkpoint_dir else None
         for version in range(request.from_version, request.to_version + 1):
             data = self._log.get(partition_key(store), version)
@@ -149,6 +167,8 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
             return
         if request.replica_only:
             context.abort(grpc.StatusCode.NOT_FOUND, f"{self._settings.identity} holds no replica of {store.store_id}")
+        if not self._serves(store):
+            context.abort(grpc.StatusCode.NOT_FOUND, self._not_served(store))
         location = CheckpointLocation(store.checkpoint_dir, store.store_id) if store.checkpoint_dir else None
         versions = location.snapshot_versions() if location is not None else []
         if location is None or not versions:
