@@ -8,7 +8,7 @@ from typing import Any
 
 from spark_provider.driver_controller import start_driver_controller
 from spark_provider.jar import provider_jar
-from spark_provider.settings import BY_KEY, BY_NAME, PLUGIN_CLASS, PREFIX, PROVIDER_CLASS, spark_confs
+from spark_provider.settings import BY_KEY, BY_NAME, PLUGIN_CLASS, PREFIX, PROVIDER_CLASS, SettingError, spark_confs
 
 
 def _with_class(existing: str | None, name: str) -> str:
@@ -33,6 +33,22 @@ def _existing_confs(builder_or_session: Any) -> dict[str, str]:
         if value is not None:
             found[key] = value
     return found
+
+
+def _use_tls(confs: dict[str, str]) -> None:
+    """With TLS files set, this (the driver's) process serves and calls over TLS from now on; a file that is
+    missing, or a certificate without its key, is a SettingError naming the settings."""
+    names = ("tls_cert", "tls_key", "tls_ca")
+    cert, key, ca = (confs.get(BY_NAME[name].key) for name in names)
+    if not (cert or key or ca):
+        return
+    from statestore import tls  # grpc loads only when TLS is on
+
+    try:
+        files = tls.TlsFiles.of(cert, key, ca, "statestore settings tls_cert, tls_key, tls_ca")
+    except tls.TlsError as exc:
+        raise SettingError(str(exc)) from None
+    tls.use(files)
 
 
 def _spark_secret(builder_or_session: Any) -> str:
@@ -74,6 +90,7 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
         **spark_confs(_existing_confs(builder_or_session), **settings),
     }
     jar_path = str(Path(jar) if jar is not None else provider_jar())
+    _use_tls(confs)
     secret_key = BY_NAME["secret"].key
     if int(confs[BY_NAME["replication_factor"].key]) > 0 and not confs.get(BY_NAME["controller"].key):
         # Our controller: calls to it and to the nodes carry the application's secret.

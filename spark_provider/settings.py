@@ -101,6 +101,18 @@ SETTINGS: tuple[Setting, ...] = (
             "`spark.authenticate.secret` if set, else a random one); with a `controller` of your own, that "
             "controller's secret (or the STATESTORE_SECRET environment variable). Spark redacts it in its UI.",
             Text("a string")),
+    Setting("tls_cert", PREFIX + "tlsCert", None,
+            "TLS for every gRPC call of the application (docs/security.md): the PEM certificate chain its controller "
+            "and state nodes present (its names must cover the hosts they are called at: 127.0.0.1 on a local "
+            "master). The file must be at this path on the driver and every executor. Unset: plaintext.",
+            Text("a path")),
+    Setting("tls_key", PREFIX + "tlsKey", None, "TLS: the certificate's PEM private key (same path everywhere).",
+            Text("a path")),
+    Setting("tls_ca", PREFIX + "tlsCa", None,
+            "TLS: the PEM CA certificate that signs the application's certificates; set, every side checks the "
+            "other's certificate against it (mutual TLS). Unset: servers are checked against the system's roots "
+            "and clients present no certificate.",
+            Text("a path")),
     Setting("forget_after_seconds", PREFIX + "forgetAfterSeconds", "60",
             "For the controller `enable()` starts: a partition no node claims any more (its query stopped and "
             "Spark unloaded its stores) is forgotten after this long, and its replicas are deleted.",

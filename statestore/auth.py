@@ -18,8 +18,10 @@ from typing import Any
 
 import grpc
 
+from statestore import tls
 from statestore.node.logs import log_event
 from statestore.secret_option import SECRET_ENV, secret_from_env
+from statestore.tls import TlsFiles
 
 __all__ = ["SECRET_ENV", "SecretCheck", "channel", "forget", "remember", "secret_for", "secret_from_env",
            "server_interceptors"]  # fmt: skip
@@ -52,11 +54,21 @@ def secret_for(address: str) -> str:
     return known if known is not None else secret_from_env()
 
 
-def channel(address: str, options: Sequence[tuple[str, Any]] | None = None, secret: str | None = None) -> grpc.Channel:
-    """A channel to `address` whose every call carries `secret` (default: `secret_for(address)`)."""
-    plain = grpc.insecure_channel(address, options=options)
+def channel(
+    address: str,
+    options: Sequence[tuple[str, Any]] | None = None,
+    secret: str | None = None,
+    tls_files: TlsFiles | None = None,
+) -> grpc.Channel:
+    """A channel to `address` whose every call carries `secret` (default: `secret_for(address)`), over TLS with
+    `tls_files` (default: this process's, statestore.tls; none: plaintext)."""
+    files = tls_files or tls.current()
+    if files is not None:
+        base = grpc.secure_channel(address, files.channel_credentials(), options=options)
+    else:
+        base = grpc.insecure_channel(address, options=options)
     secret = secret_for(address) if secret is None else secret
-    return grpc.intercept_channel(plain, _SecretClient(secret)) if secret else plain
+    return grpc.intercept_channel(base, _SecretClient(secret)) if secret else base
 
 
 class _SecretClient(

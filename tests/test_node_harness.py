@@ -57,7 +57,7 @@ def statestore_command(*args: str) -> list[str]:
 
 def is_serving(address: str) -> bool:
     """Whether the gRPC health check at `address` answers SERVING."""
-    with grpc.insecure_channel(address) as channel:
+    with auth.channel(address) as channel:  # over TLS when this process has TLS files (statestore.tls)
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
         except grpc.RpcError:

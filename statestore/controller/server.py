@@ -13,7 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from handover.failover import Steer, SteerFunction
 from handover.handover import SparkLevers
-from statestore import auth
+from statestore import auth, tls
 from statestore.controller.load_balancer import BalancerSettings, LoadBalancer
 from statestore.controller.membership import Membership
 from statestore.controller.operations import Operations
@@ -67,8 +67,8 @@ class Controller:
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         try:
-            self.port = server.add_insecure_port(self.listen)
-        except RuntimeError as exc:
+            self.port = tls.add_port(server, self.listen)
+        except (RuntimeError, tls.TlsError) as exc:
             raise NodeStartupError(f"cannot listen on {self.listen}: {exc}") from exc
         server.start()
         health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)

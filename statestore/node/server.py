@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from statestore import auth
+from statestore import auth, tls
 from statestore.node.increment_log import IncrementLog
 from statestore.node.local_channel import (
     SOURCE_NAMES,
@@ -117,8 +117,8 @@ class StateNode:
             interceptors=auth.server_interceptors(self.settings.secret, f"node {self.settings.identity}"),
         )
         try:
-            port = server.add_insecure_port(self.settings.listen)
-        except RuntimeError as exc:
+            port = tls.add_port(server, self.settings.listen)
+        except (RuntimeError, tls.TlsError) as exc:
             raise NodeStartupError(f"cannot listen on {self.settings.listen}: {exc}") from exc
         if port == 0:
             raise NodeStartupError(f"cannot listen on {self.settings.listen}")

@@ -173,8 +173,12 @@ final class LocalChannel {
 
   /** How this JVM starts its sidecar: the executor's Python, its id, and the controller of the settings. */
   static NodeSidecar.Spec sidecarSpec(ProviderSettings settings) {
+    java.util.Map<String, String> tls = new java.util.TreeMap<>();
+    if (settings.tlsCert != null) tls.put("STATESTORE_TLS_CERT", settings.tlsCert);
+    if (settings.tlsKey != null) tls.put("STATESTORE_TLS_KEY", settings.tlsKey);
+    if (settings.tlsCa != null) tls.put("STATESTORE_TLS_CA", settings.tlsCa);
     return new NodeSidecar.Spec(python(), executorId(), executorHost(), settings.controller,
-        settings.warmUpMbPerSecond, settings.secret);
+        settings.warmUpMbPerSecond, settings.secret, tls);
   }
 
   private static String executorId() {

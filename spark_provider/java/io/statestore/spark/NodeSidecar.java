@@ -31,7 +31,7 @@ final class NodeSidecar {
 
   /** How to start the node: interpreter, identity and controller, from the provider's settings. */
   record Spec(String python, String executorId, String executorHost, String controller, double warmUpMbPerSecond,
-      String secret) {
+      String secret, java.util.Map<String, String> tlsEnvironment) {
     /** Without the secret, which never goes to a log. */
     @Override
     public String toString() {
@@ -105,6 +105,7 @@ final class NodeSidecar {
     if (spec.secret() != null && !spec.secret().isEmpty()) {
       builder.environment().put("STATESTORE_SECRET", spec.secret());
     }
+    builder.environment().putAll(spec.tlsEnvironment());
     process = builder.start();
     running = spec;
     LOG.info("statestore: started state node {} (pid {}) for executor {} at {}, log {}", spec.python(),

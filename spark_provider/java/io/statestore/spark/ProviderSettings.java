@@ -49,6 +49,10 @@ final class ProviderSettings {
    * null: none (the node then accepts every call).
    */
   final String secret;
+  /** TLS PEM files (statestore.tls) for the state node this JVM starts, in its environment; null: unset. */
+  final String tlsCert;
+  final String tlsKey;
+  final String tlsCa;
   /** Tests only: the file that arms a fault point ({@link Faults}); null: no fault point is ever checked. */
   final String faultsFile;
 
@@ -75,6 +79,9 @@ final class ProviderSettings {
     openAhead = read.flag("openAhead", "true");
     warmUpMbPerSecond = read.numberOver("warmUpMBPerSecond", "64", 0);
     secret = emptyToNull(read.text("secret", ""));
+    tlsCert = emptyToNull(read.text("tlsCert", ""));
+    tlsKey = emptyToNull(read.text("tlsKey", ""));
+    tlsCa = emptyToNull(read.text("tlsCa", ""));
   }
 
   static ProviderSettings from(StateStoreConf conf) {
