@@ -50,6 +50,7 @@ class DriverController:
     rereplication_delay: float = 10.0
     load_balancing: Any = None  # statestore.controller.load_balancer.BalancerSettings; None: off
     secret: str = field(default="", repr=False)  # the application's (statestore.auth); "": calls unchecked
+    tls_files: Any = None  # statestore.tls.TlsFiles: this process serves and calls over TLS while it runs
     address: str = ""
     log_path: str = ""
     watch: Any = None  # spark_provider.steering.ExecutorWatch, once the SparkContext is up
@@ -58,8 +59,11 @@ class DriverController:
 
     def start(self) -> str:
         """Serve on a free port; returns the address executors use."""
-        from statestore import auth
+        from statestore import auth, tls
         from statestore.controller.server import Controller  # grpc loads only when replication is on
+
+        if self.tls_files is not None:
+            tls.use(self.tls_files)
 
         self.log_path = self.log_path or _log_to_file()
         self._controller = Controller(
@@ -87,9 +91,11 @@ class DriverController:
         if self._controller is not None:
             self._controller.stop(grace=1.0)
         if self.address:
-            from statestore import auth
+            from statestore import auth, tls
 
             auth.forget(self.address)
+            if self.tls_files is not None and tls.current() == self.tls_files:
+                tls.use(None)
         if self in _running:
             _running.remove(self)
 
@@ -136,6 +142,7 @@ def start_driver_controller(
     load_balancing: Any = None,
     secret: str = "",
     bind_address: str | None = None,
+    tls_files: Any = None,
 ) -> DriverController:
     """Start a controller for a Spark application with this master; it stops with the SparkContext.
     `load_balancing`: the policy's `BalancerSettings` (None: off); `secret`: what every call must carry."""
@@ -148,6 +155,7 @@ def start_driver_controller(
         rereplication_delay=rereplication_delay,
         load_balancing=load_balancing,
         secret=secret,
+        tls_files=tls_files,
     )
     controller.start()
     controller.stop_with_spark_context()

@@ -35,20 +35,19 @@ def _existing_confs(builder_or_session: Any) -> dict[str, str]:
     return found
 
 
-def _use_tls(confs: dict[str, str]) -> None:
-    """With TLS files set, this (the driver's) process serves and calls over TLS from now on; a file that is
-    missing, or a certificate without its key, is a SettingError naming the settings."""
+def _tls_files(confs: dict[str, str]) -> Any:
+    """The TLS files of the settings (`statestore.tls.TlsFiles`, None when unset); a file that is missing, or a
+    certificate without its key, is a SettingError naming the settings."""
     names = ("tls_cert", "tls_key", "tls_ca")
     cert, key, ca = (confs.get(BY_NAME[name].key) for name in names)
     if not (cert or key or ca):
-        return
+        return None
     from statestore import tls  # grpc loads only when TLS is on
 
     try:
-        files = tls.TlsFiles.of(cert, key, ca, "statestore settings tls_cert, tls_key, tls_ca")
+        return tls.TlsFiles.of(cert, key, ca, "statestore settings tls_cert, tls_key, tls_ca")
     except tls.TlsError as exc:
         raise SettingError(str(exc)) from None
-    tls.use(files)
 
 
 def _spark_secret(builder_or_session: Any) -> str:
@@ -90,7 +89,7 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
         **spark_confs(_existing_confs(builder_or_session), **settings),
     }
     jar_path = str(Path(jar) if jar is not None else provider_jar())
-    _use_tls(confs)
+    tls_files = _tls_files(confs)
     secret_key = BY_NAME["secret"].key
     if int(confs[BY_NAME["replication_factor"].key]) > 0 and not confs.get(BY_NAME["controller"].key):
         # Our controller: calls to it and to the nodes carry the application's secret.
@@ -105,12 +104,16 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
             _load_balancing(confs),
             confs[secret_key],
             bind_address,
+            tls_files,
         )
         confs[BY_NAME["controller"].key] = controller.address
-    elif confs.get(secret_key):
-        from statestore import auth  # grpc loads only when replication is on
+    else:  # a controller of the user's (or none)
+        from statestore import auth, tls  # grpc loads only when replication is on
 
-        auth.remember(confs[BY_NAME["controller"].key], confs[secret_key])  # a controller of the user's
+        if tls_files is not None:
+            tls.use(tls_files)
+        if confs.get(secret_key):
+            auth.remember(confs[BY_NAME["controller"].key], confs[secret_key])
     if hasattr(builder_or_session, "getOrCreate"):
         builder = builder_or_session
         options = builder._options if hasattr(builder, "_options") else {}

@@ -72,6 +72,14 @@ class TlsFiles:
         )
 
 
+def environment(files: TlsFiles | None) -> dict[str, str]:
+    """The environment variables that give a child process `files` (none for None)."""
+    if files is None:
+        return {}
+    named = {CERT_ENV: files.cert, KEY_ENV: files.key, CA_ENV: files.ca}
+    return {name: str(path) for name, path in named.items() if path is not None}
+
+
 def use(files: TlsFiles | None) -> None:
     """This process's servers and clients use `files` from now on (None: back to the environment's)."""
     global _configured

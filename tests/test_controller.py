@@ -116,6 +116,26 @@ def test_placement_degrades_with_too_few_nodes_and_q_zero() -> None:
     assert ReplicaGroups(lonely, q=1).choose_replica_group(_key("p0"), "a") == []
 
 
+def test_nodes_dead_for_longer_than_forget_after_are_removed_and_a_lost_one_stays_refused() -> None:
+    clock = FakeClock()
+    membership = Membership(dead_after=3.0, clock=clock, forget_after=60.0)
+    for node in ("a", "b", "gone"):
+        _beat(membership, node, [f"p-{node}"])
+    membership.lose("gone")  # Spark removed its executor
+    for _ in range(20):  # a and b keep beating; gone is silent
+        clock.now += 3.0
+        _beat(membership, "a", ["p-a"])
+        _beat(membership, "b", ["p-b"])
+    assert [r.node_id for r in membership.nodes()] == ["a", "b", "gone"]  # dead 60 s: still shown
+    clock.now += 4.0
+    _beat(membership, "a", ["p-a"])
+    _beat(membership, "b", ["p-b"])
+    assert [r.node_id for r in membership.nodes()] == ["a", "b"]
+    assert membership.node("gone") is None and membership.node_of_executor("gone") is None
+    _beat(membership, "gone", [])  # a lost node that comes back is not taken again
+    assert [r.node_id for r in membership.nodes()] == ["a", "b"]
+
+
 def test_racks_are_spread_across() -> None:
     membership = Membership(dead_after=3.0, clock=FakeClock())
     _beat(membership, "a", ["p0", "p1", "p2", "p3"], rack="r1")

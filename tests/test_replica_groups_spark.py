@@ -2,7 +2,8 @@
 starting its state node as a sidecar on its first commit), the controller in the driver. Replicas follow
 the primaries within one version and end with the primary's exact content; kill -9 of a node (a replica
 holder, restarted with its directory or with an empty one; a primary's node) loses nothing and the query
-goes on. Each sidecar keeps its data in its executor JVM's own directory, and a dead JVM's is deleted."""
+goes on. Each sidecar keeps its data in its executor JVM's own directory, and a dead JVM's is deleted. The
+application runs every gRPC call over mutual TLS with its secret, as a secured cluster would."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from test_replica_groups_spark_harness import (
     wait_converged,
     wait_until,
 )
+from test_tls import make_ca, make_leaf
 
 Q = 1
 
@@ -60,9 +62,15 @@ def spark(root: Path) -> Iterator[Any]:
     # Spark unloads a stopped query's stores at its next maintenance; every 2 s here instead of 60 s, and
     # the controller forgets unclaimed partitions after 15 s, so that the last test sees both happen.
     fast_maintenance = {"spark.sql.streaming.stateStore.maintenanceInterval": "2s"}
+    # This module's application runs every gRPC call over mutual TLS, with its secret (tests/test_tls.py has
+    # the refusals): the executors hand both to the sidecars they start.
+    pki = root / "pki"
+    pki.mkdir()
+    files = make_leaf(pki, "application", make_ca(pki, "application-ca"))
     with replica_cluster(
-        root, Q, "statestore-replica-groups-q1", spark_conf=fast_maintenance, forget_after_seconds=15
-    ) as session:
+        root, Q, "statestore-replica-groups-q1", spark_conf=fast_maintenance, forget_after_seconds=15,
+        tls_cert=str(files.cert), tls_key=str(files.key), tls_ca=str(files.ca),
+    ) as session:  # fmt: skip
         yield session
 
 
@@ -89,6 +97,13 @@ def test_each_sidecar_keeps_its_data_in_its_executor_jvms_directory(job: Streami
         ppid = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("PPid:"))
         assert int(ppid.split()[1]) == jvm_pid, "the sidecar is not a child of the JVM whose directory it uses"
         jvm_dirs.add(data_dir.parent)
+        # The secret and the TLS files reach the node in its environment, the secret never on its command line.
+        environ = dict(
+            item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item
+        )
+        secret = job.spark.conf.get("spark.sql.streaming.stateStore.statestore.secret")
+        assert environ.get("STATESTORE_SECRET") == secret and secret not in " ".join(argv)
+        assert environ.get("STATESTORE_TLS_CA", "").endswith("application-ca.crt"), sorted(environ)
     assert len(jvm_dirs) == EXECUTORS
 
 

@@ -27,7 +27,7 @@ from rocksdict import AccessType, Rdict
 
 from spark_provider.file_feed import publish
 from spark_provider.progress import files_processed
-from statestore import auth
+from statestore import auth, tls
 from statestore.auth import SECRET_ENV
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.options import StoreOptions
@@ -424,7 +424,7 @@ def run_statestore_status(address: str) -> str:
     """`statestore status --controller ADDRESS` as a user runs it."""
     result = subprocess.run(
         [sys.executable, "-m", "statestore.cli", "status", "--controller", address],
-        env={**os.environ, SECRET_ENV: auth.secret_for(address)},
+        env={**os.environ, SECRET_ENV: auth.secret_for(address), **tls.environment(tls.current())},
         capture_output=True,
         text=True,
         timeout=30,

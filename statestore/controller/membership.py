@@ -131,6 +131,7 @@ class Membership:
         self.register(request.node)
         now = self._clock()
         with self._lock:
+            self._prune()
             record = self._nodes.get(request.node.node_id)
             if record is None or request.node.node_id in self._lost:
                 return
@@ -176,9 +177,18 @@ class Membership:
         return record.node_id not in self._lost and self._clock() - record.last_seen <= self.dead_after
 
     def nodes(self) -> list[NodeRecord]:
-        """Every registered node, by id."""
+        """Every registered node, by id (a node dead for longer than `forget_after` is removed first)."""
         with self._lock:
+            self._prune()
             return sorted(self._nodes.values(), key=lambda r: r.node_id)
+
+    def _prune(self) -> None:
+        """Remove the records of nodes dead for longer than `forget_after` (call with the lock held): their
+        claims stopped counting when they died, and an application that scales executors in and out would
+        otherwise keep every one it ever had. A node removed by Spark stays refused (`_lost`) if it comes back."""
+        cutoff = self._clock() - self.dead_after - self.forget_after
+        for node_id in [n for n, r in self._nodes.items() if r.last_seen < cutoff]:
+            del self._nodes[node_id]
 
     def live_node_ids(self) -> list[str]:
         """Ids of the live nodes, sorted."""
