@@ -89,9 +89,10 @@ class Setup:
 
 
 @contextlib.contextmanager
-def load_rig(tmp: Path) -> Iterator[Setup]:
+def load_rig(tmp: Path, provider_dir: Path | None = None) -> Iterator[Setup]:
     """A controller and two nodes ("n", "m") serving local sockets, and LoadCheck compiled, under `tmp`; the
-    processes' logs are printed if the body fails."""
+    processes' logs are printed if the body fails. The providers' directories are beneath `provider_dir` (default
+    `tmp`, the nodes' data dirs' parent), the only place the nodes take local-channel paths from."""
     classes = tmp / "classes"
     classes.mkdir()
     classpath = f"{provider_jar()}:{pyspark_jars_dir() / '*'}"
@@ -104,7 +105,8 @@ def load_rig(tmp: Path) -> Iterator[Setup]:
         for name, sock in sockets.items():
             argv = statestore_command("node", "--local-socket", str(sock), "--data-dir", str(cluster.data_dir(name)),
                                       "--listen", "127.0.0.1:0", "--node-id", name, "--controller",
-                                      cluster.controller_address, "--heartbeat-interval", "0.1")
+                                      cluster.controller_address, "--heartbeat-interval", "0.1",
+                                      *(["--provider-dir", str(provider_dir)] if provider_dir else []))
             node = cluster.processes[name] = Process(name, argv, tmp / f"{name}.log")
             node.start()
             wait_until(lambda s=sock, n=node: s.exists() or n.popen.poll() is not None, 20, f"{name}'s local socket")

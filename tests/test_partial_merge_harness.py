@@ -157,7 +157,7 @@ def parse_event(line: str) -> dict[str, str]:
 def partial_rig(tmp: Path) -> Iterator[PartialRig]:
     """The load rig (tests/test_load_sources_harness.py) and PartialMergeCheck compiled, under `tmp`."""
     (tmp / "rig").mkdir()
-    with load_rig(tmp / "rig") as setup:
+    with load_rig(tmp / "rig", provider_dir=tmp) as setup:  # the runs' local dirs are beside the rig
         classes = tmp / "pm-classes"
         classes.mkdir()
         subprocess.run(["javac", "--release", "17", "-nowarn", "-cp", setup.classpath, "-d", str(classes),
