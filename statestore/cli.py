@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "statestore.controller.cli",
     "statestore.controller.status_cli",
     "statestore.controller.operator_cli",
+    "statestore.faults.cli",
     "spark_provider.cli",
     "placement.cli",
 )

@@ -283,13 +283,36 @@ public final class StatestoreProvider implements StateStoreProvider {
     StatestoreProvider previous = LAST_OWNER.get(partitionKey());
     // The same query run only: a restarted query loads as a new run does (its own checks of the checkpoint).
     if (previous == null || previous == this || !previous.runId.equals(runId)) return;
-    Yielded yielded = previous.yieldLocalOnceIdle(this, System.nanoTime() + settings.materializeTimeoutMs * 1_000_000L);
-    if (yielded == null) return;
+    long deadline = System.nanoTime() + settings.materializeTimeoutMs * 1_000_000L;
+    Yielded yielded = previous.yieldLocalOnceIdle(this, deadline);
+    if (yielded == null) {
+      // Not taken over: the node is to be asked, and until the previous provider's close has told it (DEMOTE or
+      // RELEASED, which the node's answer then waits for), it is still the partition's primary and has no copy to
+      // give (seen in a join's hand-over: a checkpoint load 4 ms before the close's DEMOTE arrived).
+      previous.awaitClosed(currentTaskAttempt(), deadline);
+      return;
+    }
     local = yielded.store();
     localDir = yielded.dir();
     localDirty = false;
     LOG.info("statestore: {} takes over the idle store (version {}) of this executor's previous provider of the "
         + "partition, which Spark unloaded", storeIdString, local.version());
+  }
+
+  /**
+   * Waits until this provider is closed (Spark unloaded it: a newer provider of the partition exists, so its close
+   * is under way, or deferred until the task using it ends), at most until {@code deadlineNanos}; at once when
+   * {@code askingTask} itself uses this provider's store (the close waits for that task: waiting would wait for
+   * itself).
+   */
+  private synchronized void awaitClosed(long askingTask, long deadlineNanos) {
+    while (!closed && !(askingTask >= 0 && tasksUsingIds.contains(askingTask))) {
+      if (!waitOnMonitor(deadlineNanos)) {
+        LOG.info("statestore: {} asks the state node before the previous provider of the partition closed",
+            storeIdString);
+        return;
+      }
+    }
   }
 
   /** An idle, clean local store and its directory, given away to a newer provider of the same partition. */
