@@ -12,6 +12,7 @@ from statestore.controller.membership import Membership, PartitionRecord
 from statestore.controller.operations import OperationError, Operations, PartitionMoveRequest
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.status import build_status, replica_groups_of
+from statestore.faults.points import FaultInjected, fault_point
 from statestore.node.logs import log_event
 from statestore.partition_key import normalized, partition_key
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
@@ -57,6 +58,10 @@ class ControlService(control_pb2_grpc.ControlServicer):
         replicas it should drop and the partitions a running hand-over moves to it."""
         if not request.node.node_id:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "node.node_id is required")
+        try:
+            fault_point("heartbeat", "")
+        except FaultInjected as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         self._membership.heartbeat(request)
         groups = replica_groups_of(self._membership, self.replica_groups, request.node.node_id)
         demoted = self._membership.demoted(request.node.node_id)

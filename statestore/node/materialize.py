@@ -28,6 +28,7 @@ import grpc
 
 from statestore import auth
 from statestore.errors import StateStoreError
+from statestore.faults.points import fault_point
 from statestore.node.bootstrap import receive_snapshot
 from statestore.node.local_channel import (
     MATERIALIZED_FAILED,
@@ -64,6 +65,7 @@ class Materializer:
 
     def materialize(self, store: common_pb2.StoreRef, request: Materialize) -> Materialized:
         """Write the node's copy of `store` at `request.version` or below into `request.target_dir`."""
+        fault_point("materialize", store.store_id)
         started = time.monotonic()
         deadline = started + request.deadline_ms / 1000.0
         target = Path(request.target_dir)

@@ -35,6 +35,7 @@ import grpc
 from statestore import auth
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import CorruptFileError, LineageMismatchError, StateStoreError
+from statestore.faults.points import fault_point
 from statestore.increment import Increment, decode_increment
 from statestore.node.bootstrap import receive_snapshot
 from statestore.node.catch_up import pull_from_node, read_from_checkpoint_location
@@ -148,9 +149,13 @@ class Replica:
                 self._fill(blob.version, primary_address)  # fetch it again from a sound source
                 return Receipt(Outcome.REJECTED_CORRUPT, self.version, exc.problem)
             try:
-                return self._receive_verified(
+                fault_point("apply", self.store_id)
+                receipt = self._receive_verified(
                     increment, increment_checksum(blob.data), primary_address, blob.rewrites_history
                 )
+                if receipt.outcome is Outcome.APPLIED:
+                    fault_point("applied", self.store_id)
+                return receipt
             except StateStoreError as exc:
                 log_event(
                     _log, "apply_failed", logging.ERROR, store=self.store_id, version=increment.version, error=str(exc)

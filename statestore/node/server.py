@@ -19,6 +19,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from statestore import auth, tls
+from statestore.faults.points import fault_point
 from statestore.node.increment_log import IncrementLog
 from statestore.node.local_channel import (
     SOURCE_NAMES,
@@ -219,6 +220,7 @@ class StateNode:
 
     def promote(self, store: common_pb2.StoreRef, message: Promote) -> str:
         """PROMOTE: the provider loaded the partition to write it here: this node becomes its primary."""
+        fault_point("promote", store.store_id)
         assert self.shipper is not None and self.heartbeater is not None
         if message.executor_id and message.executor_host:
             self.heartbeater.set_executor(message.executor_id, message.executor_host)

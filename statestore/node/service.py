@@ -12,6 +12,7 @@ import grpc
 
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import StateStoreError
+from statestore.faults.points import FaultInjected, fault_point
 from statestore.node.bootstrap import stream_snapshot
 from statestore.node.catch_up import increment_bytes_for_pull
 from statestore.node.increment_log import IncrementLog
@@ -137,6 +138,10 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         problem = store_ref_problem(store)
         if problem:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        try:
+            fault_point("bootstrap-serve", store.store_id)
+        except FaultInjected as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         rate = request.bytes_per_second or self._settings.bootstrap_bytes_per_second
         chunk = request.chunk_bytes or self._settings.bootstrap_chunk_bytes
         replica = None if self._is_primary(store) else self._replicas.get(store)

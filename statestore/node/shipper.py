@@ -29,6 +29,7 @@ import grpc
 from statestore import auth
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import CorruptFileError
+from statestore.faults.points import fault_point
 from statestore.increment import decode_increment
 from statestore.node.increment_log import IncrementLog, increment_checksum
 from statestore.node.logs import log_event
@@ -398,6 +399,7 @@ class Shipper:
         increment = decode_increment(data, f"increment of {store.store_id} handed to ship")
         if increment.store_id != store.store_id:
             raise CorruptFileError(store.store_id, f"increment belongs to store {increment.store_id!r}")
+        fault_point("ship", store.store_id)
         version = increment.version
         key = partition_key(store)
         with self._cond:

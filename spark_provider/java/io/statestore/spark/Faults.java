@@ -20,7 +20,10 @@ import org.slf4j.LoggerFactory;
  * that line (by deleting the file, or taking it and putting the other lines back: one shot) acts. A line is
  * {@code <point> kill [<partition id>]} (SIGKILL of this JVM) or {@code <point> delay <millis> [<partition id>]}
  * (the thread reaching the point sleeps that long). Tests arm one line, or several for different points of one
- * task (while a line is being claimed, the file is briefly absent to other tasks).
+ * task (while a line is being claimed, the file is briefly absent to other tasks). {@code <point> raise
+ * [<partition id>]} fails the step with an IllegalStateException (the task fails; Spark retries it), and
+ * {@code <point> pause [<partition id>]} stops this JVM with SIGSTOP until a SIGCONT (a long GC pause). The state
+ * nodes and the controller have points of their own in the same format ({@code statestore.faults.points}).
  *
  * <p>Points: {@code load} (a writable load is done, before the batch's writes), {@code commit} (the batch wrote
  * everything, nothing of its commit is done yet), {@code committed} (the increment is durable and queued for the
@@ -69,6 +72,21 @@ final class Faults {
       try {
         Thread.sleep(millis);
       } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      return;
+    }
+    if ("raise".equals(words[1])) {
+      LOG.warn("statestore fault point {} of {}: injected failure", point, storeId);
+      throw new IllegalStateException("statestore fault point " + point + " of " + storeId + ": injected failure");
+    }
+    if ("pause".equals(words[1])) {
+      // SIGSTOP of this JVM: every thread stops until a SIGCONT, as a JVM stuck in a long GC pause or swapped out.
+      LOG.warn("statestore fault point {} of {}: SIGSTOP of this executor JVM", point, storeId);
+      try {
+        new ProcessBuilder("kill", "-STOP", Long.toString(ProcessHandle.current().pid())).inheritIO().start();
+        Thread.sleep(1_000); // the signal arrives meanwhile; the sleep goes on after SIGCONT
+      } catch (IOException | InterruptedException e) {
         Thread.currentThread().interrupt();
       }
       return;

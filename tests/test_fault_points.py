@@ -1,0 +1,195 @@
+"""Named fault points in real node and controller processes (statestore.faults.points), armed through
+STATESTORE_FAULTS_FILE: a replica killed as it applies and one paused before it acks, a primary's node failing a
+shipment, a snapshot refused to a bootstrapping peer, and a controller failing heartbeats. Each fires once, does
+what its action says, and afterwards the replica holds the primary's last version with its exact content."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from test_node_harness import Cluster, Primary, replica_digest, send_cont, wait_until
+
+from statestore.faults import points
+from statestore.faults.points import FAULTS_ENV, FaultInjected
+
+STORE = "7/0/default"
+
+
+@pytest.fixture
+def faults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The faults file every process started by the test reads (empty: nothing armed yet)."""
+    path = tmp_path / "faults"
+    monkeypatch.setenv(FAULTS_ENV, str(path))
+    return path
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, faults: Path) -> Iterator[Cluster]:
+    """A controller and nodes a (the primary's) and b (its replica, q=1), all reading `faults`."""
+    running = Cluster(tmp_path, q=1, dead_after=3.0)
+    try:
+        running.start_controller()
+        running.start_node("a")
+        running.start_node("b")
+        running.wait_groups(2)
+        yield running
+    except BaseException:
+        print(running.logs())
+        raise
+    finally:
+        for process in running.processes.values():
+            if process.popen is not None and process.popen.poll() is None:
+                send_cont(process)  # a paused process must be able to die
+        running.close()
+
+
+def caught_up(cluster: Cluster, primary: Primary, node: str = "b", timeout: float = 60) -> None:
+    last = primary.store.version
+    wait_until(lambda: cluster.held(node, STORE) == last, timeout, f"{node} at version {last}")
+    assert replica_digest(cluster.data_dir(node), STORE) == (last, primary.digest())
+
+
+def fired(cluster: Cluster, name: str, point: str) -> bool:
+    return f'"fault point {point} of' in cluster.processes[name].log()
+
+
+def test_a_replica_killed_as_it_applies_restarts_and_catches_up(cluster: Cluster, faults: Path, tmp_path: Path) -> None:
+    primary = Primary(tmp_path, STORE, cluster.addresses["a"])
+    try:
+        primary.commit_and_ship(3, sync=True)
+        faults.write_text("apply kill\n")
+        primary.commit_and_ship(2)
+        replica = cluster.processes["b"]
+        wait_until(lambda: replica.popen.poll() is not None, 20, "b killed at the apply point")
+        assert replica.popen.returncode == -signal.SIGKILL
+        assert not faults.exists()  # one shot: the line was claimed
+        primary.commit_and_ship(3)
+        cluster.start_node("b")
+        primary.commit_and_ship(2)
+        caught_up(cluster, primary)
+    finally:
+        primary.close()
+
+
+def test_a_replica_paused_before_its_ack_is_declared_dead_then_resumes(
+    cluster: Cluster, faults: Path, tmp_path: Path
+) -> None:
+    primary = Primary(tmp_path, STORE, cluster.addresses["a"])
+    try:
+        primary.commit_and_ship(2, sync=True)
+        faults.write_text("applied pause 0\n")  # partition 0 only: STORE's
+        primary.commit_and_ship(1)
+        wait_until(lambda: fired(cluster, "b", "applied"), 20, "b paused after applying")
+        alive = lambda: any(n.node.node_id == "b" and n.alive for n in cluster.status().nodes)  # noqa: E731
+        wait_until(lambda: not alive(), 20, "the controller to declare the paused b dead")
+        primary.commit_and_ship(3)
+        send_cont(cluster.processes["b"])
+        wait_until(alive, 20, "b alive again")
+        primary.commit_and_ship(2)
+        caught_up(cluster, primary)
+    finally:
+        primary.close()
+
+
+def test_a_shipment_the_primarys_node_fails_is_refused_and_the_replica_catches_up(
+    cluster: Cluster, faults: Path, tmp_path: Path
+) -> None:
+    primary = Primary(tmp_path, STORE, cluster.addresses["a"])
+    try:
+        primary.commit_and_ship(2, sync=True)
+        faults.write_text("ship raise\n")
+        with pytest.raises(grpc.RpcError) as error:
+            primary.ship(primary.commit(9))
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "fault point ship of 7/0/default: injected failure" in error.value.details()
+        primary.commit_and_ship(3)  # the failed version is durable in the checkpoint location: pulled from there
+        caught_up(cluster, primary)
+    finally:
+        primary.close()
+
+
+def test_a_controller_failing_heartbeats_and_a_refused_bootstrap_lose_nothing(
+    cluster: Cluster, faults: Path, tmp_path: Path
+) -> None:
+    primary = Primary(tmp_path, STORE, cluster.addresses["a"])
+    try:
+        faults.write_text("heartbeat raise\nbootstrap-serve raise\n")
+        wait_until(lambda: fired(cluster, "controller", "heartbeat"), 20, "a heartbeat to fail")
+        for seed in range(20):  # far enough ahead for an empty replica to bootstrap
+            primary.commit(seed)
+        primary.location.write_snapshot(primary.store)
+        primary.commit_and_ship(2)
+        wait_until(lambda: fired(cluster, "a", "bootstrap-serve"), 30, "a snapshot refused to b")
+        primary.commit_and_ship(2)
+        caught_up(cluster, primary)
+    finally:
+        primary.close()
+
+
+def test_an_unarmed_point_does_nothing_and_a_raise_names_its_point(tmp_path: Path) -> None:
+    points.arm(None)
+    points.fault_point("apply", STORE)  # unarmed: returns at once
+    path = tmp_path / "faults"
+    path.write_text("apply raise 3\napply delay 1 0\n")
+    points.arm(str(path))
+    try:
+        points.fault_point("apply", STORE)  # partition 0: the delay line fires, the raise (partition 3) stays
+        assert path.read_text().split() == ["apply", "raise", "3"]
+        with pytest.raises(FaultInjected, match="fault point apply of 1/3/default: injected failure"):
+            points.fault_point("apply", "1/3/default")
+        assert not path.exists()
+        points.fault_point("apply", "1/3/default")  # nothing armed any more
+    finally:
+        points.arm(None)
+
+
+# ------------------------------------------------------------------------------------------ the provider's points
+
+DRIVER = Path(__file__).resolve().parents[1] / "spark_provider" / "java_test" / "io" / "statestore" / "spark"
+
+
+@pytest.fixture(scope="module")
+def faults_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The command line of FaultsCheck, compiled against the provider jar."""
+    import shutil
+    import subprocess
+
+    from spark_provider.jar import provider_jar, pyspark_jars_dir
+
+    if shutil.which("javac") is None:
+        pytest.skip("needs a JDK")
+    classes = tmp_path_factory.mktemp("faults-check")
+    classpath = f"{classes}:{provider_jar()}:{pyspark_jars_dir()}/*"
+    subprocess.run(["javac", "--release", "17", "-nowarn", "-cp", classpath, "-d", str(classes),
+                    str(DRIVER / "FaultsCheck.java")], check=True, capture_output=True, text=True)  # fmt: skip
+    return ["java", "-Xmx64m", "-cp", classpath, "io.statestore.spark.FaultsCheck"]
+
+
+def test_the_providers_raise_fails_the_step_once_and_pause_stops_the_jvm_until_resumed(
+    faults_check: list[str], tmp_path: Path
+) -> None:
+    import subprocess
+
+    path = tmp_path / "faults"
+    path.write_text("commit raise 4\n")
+    run = lambda partition: subprocess.run(  # noqa: E731
+        [*faults_check, str(path), "commit", partition], capture_output=True, text=True, timeout=60
+    ).stdout.strip()
+    assert run("3") == "passed"  # another partition: the line stays armed
+    assert run("4") == "raised: statestore fault point commit of 0/4/default: injected failure"
+    assert run("4") == "passed" and not path.exists()  # one shot
+    path.write_text("load pause\n")
+    check = subprocess.Popen([*faults_check, str(path), "load", "1"], stdout=subprocess.PIPE, text=True)
+    try:
+        state = lambda: Path(f"/proc/{check.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]  # noqa: E731
+        wait_until(lambda: state() == "T", 30, "the JVM stopped by its fault point")
+        assert check.poll() is None
+        check.send_signal(signal.SIGCONT)
+        assert check.communicate(timeout=60)[0].strip() == "passed"
+    finally:
+        if check.poll() is None:
+            check.kill()
