@@ -40,14 +40,12 @@ marked).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +57,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as importing statestore does, before grpc loads
 
 from aggregation_workload import start_digest_aggregation, write_keys_file  # noqa: E402
+from bench_outputs import keyed_providers_main  # noqa: E402
 from text_table import print_table_rows  # noqa: E402
 
 import statestore  # noqa: E402,F401  (gRPC settings first)
@@ -555,25 +554,9 @@ def write_png(result: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="200k keys (the full run: 1M)")
-    parser.add_argument("--out", required=True, type=Path, help="the JSON to write (a PNG is written beside it)")
-    parser.add_argument("--keys", type=int, default=None, help="keys of state instead of the default")
-    parser.add_argument("--workdir", type=Path, default=None, help="where to put checkpoints (default: a temp dir)")
-    args = parser.parse_args(argv)
-    keys = args.keys or (200_000 if args.quick else 1_000_000)
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="elastic-bench-"))
-    runs = {}
-    for provider in PROVIDERS:
-        log(f"=== {provider}, {keys:,} keys")
-        runs[provider] = run_one(provider, keys, work)
-    result = report(runs["ours"], runs["spark"], args.quick)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
-    write_png(result, args.out.with_suffix(".png"))
-    print_table(result)
-    log(f"wrote {args.out} and {args.out.with_suffix('.png')}")
-    return 0
+    return keyed_providers_main(
+        argv, __doc__, (200_000, 1_000_000), PROVIDERS, run_one, report, write_png, print_table
+    )
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as importing statestore does, before grpc loads
 
 from aggregation_workload import start_digest_aggregation, write_keys_file  # noqa: E402
+from bench_outputs import write_outputs  # noqa: E402
 from text_table import print_table_rows  # noqa: E402
 
 import statestore  # noqa: E402,F401  (gRPC settings first)
@@ -501,12 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         for provider in PROVIDERS:
             log(f"=== {provider} at {size / GB:.2f} GB of state")
             runs[(provider, size)] = run_one(provider, size, work, LOAD_KEYS_PER_BATCH, args.settle, args.kills)
-    result = report(runs, sizes, args.quick)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
-    write_png(result, args.out.with_suffix(".png"))
-    print_table(result)
-    log(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    write_outputs(report(runs, sizes, args.quick), args.out, write_png, print_table)
     return 0
 
 

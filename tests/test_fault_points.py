@@ -11,7 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from test_node_harness import Cluster, Primary, replica_digest, send_cont, wait_until
+from test_node_harness import Cluster, Primary, replica_digest, running_cluster, send_cont, wait_until
 
 from statestore.faults import points
 from statestore.faults.points import FAULTS_ENV, FaultInjected
@@ -30,21 +30,13 @@ def faults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def cluster(tmp_path: Path, faults: Path) -> Iterator[Cluster]:
     """A controller and nodes a (the primary's) and b (its replica, q=1), all reading `faults`."""
-    running = Cluster(tmp_path, q=1, dead_after=3.0)
-    try:
-        running.start_controller()
-        running.start_node("a")
-        running.start_node("b")
-        running.wait_groups(2)
-        yield running
-    except BaseException:
-        print(running.logs())
-        raise
-    finally:
-        for process in running.processes.values():
-            if process.popen is not None and process.popen.poll() is None:
-                send_cont(process)  # a paused process must be able to die
-        running.close()
+    with running_cluster(tmp_path, ("a", "b"), 1, dead_after=3.0) as running:
+        try:
+            yield running
+        finally:
+            for process in running.processes.values():
+                if process.popen is not None and process.popen.poll() is None:
+                    send_cont(process)  # a paused process must be able to die
 
 
 def caught_up(cluster: Cluster, primary: Primary, node: str = "b", timeout: float = 60) -> None:

@@ -200,14 +200,20 @@ class Cluster:
 
 @contextlib.contextmanager
 def running_cluster(
-    root: Path, names: tuple[str, ...], q: int, dead_after: float = 5.0, forget_after: float = 60.0
+    root: Path,
+    names: tuple[str, ...],
+    q: int,
+    dead_after: float = 5.0,
+    forget_after: float = 60.0,
+    extra: dict[str, tuple[str, ...]] | None = None,
 ) -> Iterator[Cluster]:
-    """A controller and the named nodes, all registered; their logs are printed if the body fails."""
+    """A controller and the named nodes (`extra`: more arguments of some), all registered; their logs are printed
+    if the body fails."""
     cluster = Cluster(root, q=q, dead_after=dead_after, forget_after=forget_after)
     try:
         cluster.start_controller()
         for name in names:
-            cluster.start_node(name)
+            cluster.start_node(name, *(extra or {}).get(name, ()))
         cluster.wait_groups(len(names))
         yield cluster
     except BaseException:

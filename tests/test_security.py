@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from test_node_harness import Cluster, Primary, replica_digest, wait_until
+from test_node_harness import Cluster, Primary, replica_digest, running_cluster, wait_until
 
 from statestore import auth
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc, replication_pb2, replication_pb2_grpc
@@ -24,18 +24,8 @@ SECRET = "0123456789abcdef" * 4
 def secured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
     """A controller and nodes a, b (q=1) started with the secret; b also serves a local socket."""
     monkeypatch.setenv(auth.SECRET_ENV, SECRET)  # the processes inherit it; this process's clients send it
-    cluster = Cluster(tmp_path, q=1)
-    try:
-        cluster.start_controller()
-        cluster.start_node("a")
-        cluster.start_node("b", "--local-socket", str(tmp_path / "b.sock"))
-        cluster.wait_groups(2)
+    with running_cluster(tmp_path, ("a", "b"), 1, extra={"b": ("--local-socket", str(tmp_path / "b.sock"))}) as cluster:
         yield cluster
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.close()
 
 
 def refused(call) -> grpc.RpcError:

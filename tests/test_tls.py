@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from test_node_harness import Cluster, Primary, replica_digest, wait_until
+from test_node_harness import Cluster, Primary, replica_digest, running_cluster, wait_until
 
 from spark_provider import SettingError, enable
 from statestore import auth, tls
@@ -89,18 +89,8 @@ def tls_cluster(tmp_path: Path, pki: dict[str, tls.TlsFiles], monkeypatch: pytes
     for name, value in ((tls.CERT_ENV, files.cert), (tls.KEY_ENV, files.key), (tls.CA_ENV, files.ca)):
         monkeypatch.setenv(name, str(value))
     monkeypatch.setenv(auth.SECRET_ENV, SECRET)
-    cluster = Cluster(tmp_path, q=1)
-    try:
-        cluster.start_controller()
-        cluster.start_node("a")
-        cluster.start_node("b")
-        cluster.wait_groups(2)
+    with running_cluster(tmp_path, ("a", "b"), 1) as cluster:
         yield cluster
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.close()
 
 
 def status_with(channel: grpc.Channel) -> control_pb2.StatusReply:

@@ -60,6 +60,16 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
             f"lately, not {store.store_id} at {store.checkpoint_dir}"
         )
 
+    def _failed(self, blob: common_pb2.IncrementBlob, detail: str) -> replication_pb2.ShipAck:
+        """The ack of an increment this node did not take, saying why."""
+        return replication_pb2.ShipAck(
+            held=common_pb2.VersionHeld(store=blob.store, version=0),
+            version=blob.version,
+            status=replication_pb2.ACK_FAILED,
+            replica_node=self._settings.identity,
+            detail=detail,
+        )
+
     def Ship(
         self, request_iterator: Iterator[replication_pb2.ShipRequest], context: grpc.ServicerContext
     ) -> Iterator[replication_pb2.ShipAck]:
@@ -68,36 +78,19 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
             blob = request.increment
             problem = store_ref_problem(blob.store) or _version_problem(blob.version, "increment.version")
             if problem:
-                yield replication_pb2.ShipAck(
-                    held=common_pb2.VersionHeld(store=blob.store, version=0),
-                    version=blob.version,
-                    status=replication_pb2.ACK_FAILED,
-                    replica_node=self._settings.identity,
-                    detail=f"refused: {problem}",
-                )
+                yield self._failed(blob, f"refused: {problem}")
                 continue
             if self._is_primary(blob.store):
                 # A late shipment of a former primary (demoted, or not told yet): this node's own store is the
                 # partition now, and a replica built from that stream could hold the history it abandoned.
-                yield replication_pb2.ShipAck(
-                    held=common_pb2.VersionHeld(store=blob.store, version=0),
-                    version=blob.version,
-                    status=replication_pb2.ACK_FAILED,
-                    replica_node=self._settings.identity,
-                    detail=f"{self._settings.identity} is the primary of {blob.store.store_id} now",
-                )
+                yield self._failed(blob, f"{self._settings.identity} is the primary of {blob.store.store_id} now")
                 continue
             if self._replicas.get(blob.store) is None and self._awaits_local_release(blob.store):
                 # A hand-over moved the partition away and its store here is still open in the provider: it
                 # becomes this replica when Spark closes it (DEMOTE), at the cost of nothing; the shipper
                 # retries meanwhile, and the replica fills whatever it missed once adopted.
-                yield replication_pb2.ShipAck(
-                    held=common_pb2.VersionHeld(store=blob.store, version=0),
-                    version=blob.version,
-                    status=replication_pb2.ACK_FAILED,
-                    replica_node=self._settings.identity,
-                    detail=f"{self._settings.identity} awaits its provider's store of {blob.store.store_id} (DEMOTE)",
-                )
+                awaited = f"{self._settings.identity} awaits its provider's store of {blob.store.store_id} (DEMOTE)"
+                yield self._failed(blob, awaited)
                 continue
             replica = self._replicas.get_or_create(blob.store)
             receipt = replica.receive(blob, request.primary_address)
