@@ -12,7 +12,9 @@ it under a task still using its store), with the provider's own Java code beside
   commits, and the provider closes after it, handing the committed store to the node as usual (DEMOTE, adopted
   as a replica). Whether close() itself waits for the commit (42fb205) or returns at once and closes when the
   task is done (864cee5, deferred) is reported, and either passes;
-- a close from the task's own thread does not wait for itself.
+- a close from the task's own thread does not wait for itself;
+- with sync replication, a commit waiting for a replica's ack that does not come (the replica's node paused) does
+  not hold the provider: a close from another thread returns while the commit still waits.
 
 The local channel hands the node its notices in the background, so TakeOverCheck stays up until the test has
 seen the last one in the node's log."""
@@ -154,3 +156,32 @@ def test_a_close_from_the_tasks_own_thread_does_not_wait_for_itself(setup: Setup
     assert [e["version"] for e in node_events(setup, 3) if e["event"] == "demoted"] == [1]
     assert adopted(setup, 3) in ([], [1])
     assert setup.location(3).increment_versions() == [1]
+
+
+def test_a_sync_commit_waiting_for_its_ack_does_not_hold_the_provider(setup: Setup) -> None:
+    import signal
+
+    local = setup.root.parent / "local-n"
+    argv = ["java", "-Xmx256m", "-cp", setup.classpath, "io.statestore.spark.TakeOverCheck", "sync-close",
+            str(setup.root), "4", str(local), str(setup.sockets["n"])]  # fmt: skip
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    replica = setup.cluster.processes["m"].popen
+    report: dict[str, str] = {}
+    try:
+        assert process.stdout is not None and process.stdin is not None
+        assert process.stdout.readline().strip() == "warm=true", process.stderr.read()[-4000:] if process.stderr else ""
+        replica.send_signal(signal.SIGSTOP)  # no ack comes now: node n answers after its sync timeout
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        for line in process.stdout:
+            if line.strip() == "done":
+                break
+            name, _, value = line.strip().partition("=")
+            report[name] = value
+        process.communicate("exit\n", timeout=60)
+    finally:
+        replica.send_signal(signal.SIGCONT)
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert report == {"close_returned_while_commit_waited": "true", "committed_version": "2"}, report

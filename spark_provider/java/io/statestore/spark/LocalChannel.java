@@ -209,27 +209,36 @@ final class LocalChannel {
   }
 
   /**
-   * Hands the increment of a committed version to the node. Returns at once, or in sync mode once the node
-   * answered (a replica acked, or the node's sync timeout passed) or {@link #SYNC_WAIT_MS} elapsed.
+   * Hands the increment of a committed version to the node: queued, in commit order, returns at once. In sync mode
+   * the caller then waits for the node's answer with {@link #awaitSync}, without holding its provider's monitor.
+   * Past {@link #MAX_QUEUED_BYTES} of backlog an asynchronous commit is not queued (replicas pull it); a sync commit
+   * always is: its caller waits for a replica's ack, and dropping it would turn it asynchronous unseen.
    */
-  void committed(String storeId, String checkpointDir, long version, boolean rewritesHistory, byte[] increment,
-      boolean sync, NodeSidecar.Spec spec) {
+  CompletableFuture<ChannelFrames.Reply> committed(String storeId, String checkpointDir, long version,
+      boolean rewritesHistory, byte[] increment, boolean sync, NodeSidecar.Spec spec) {
     Pending p = new Pending("version " + version, storeId, version,
         ChannelFrames.committed(storeId, checkpointDir, version, sync, rewritesHistory, increment), increment.length,
         sync, false, spec, new CompletableFuture<>(), null);
-    if (queuedBytes.addAndGet(increment.length) > MAX_QUEUED_BYTES && !queue.isEmpty()) {
+    if (queuedBytes.addAndGet(increment.length) > MAX_QUEUED_BYTES && !queue.isEmpty() && !sync) {
       queuedBytes.addAndGet(-increment.length);
       long n = dropped.incrementAndGet();
       if (n == 1 || n % 100 == 0) {
         LOG.warn("statestore: local channel backlog over {} bytes: version {} of {} not handed to the node "
             + "({} dropped so far; replicas pull them)", MAX_QUEUED_BYTES, version, storeId, n);
       }
-      return;
+      return CompletableFuture.completedFuture(null);
     }
     queue.add(p);
-    if (!sync) return;
+    return p.done;
+  }
+
+  /**
+   * Waits for a sync commit's answer (a replica acked, or the node's sync timeout passed), at most
+   * {@link #SYNC_WAIT_MS}; logs when the version was not replicated.
+   */
+  static void awaitSync(CompletableFuture<ChannelFrames.Reply> answer, String storeId, long version) {
     try {
-      ChannelFrames.Reply reply = p.done.get(SYNC_WAIT_MS, TimeUnit.MILLISECONDS);
+      ChannelFrames.Reply reply = answer.get(SYNC_WAIT_MS, TimeUnit.MILLISECONDS);
       if (reply == null) {
         LOG.warn("statestore: sync commit of {} version {}: the state node could not be reached", storeId, version);
       } else if (reply.status() != ChannelFrames.STATUS_REPLICATED) {

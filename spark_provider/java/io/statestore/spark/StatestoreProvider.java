@@ -3,6 +3,7 @@ package io.statestore.spark;
 import java.io.File;
 import java.io.IOException;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -431,9 +432,22 @@ public final class StatestoreProvider implements StateStoreProvider {
    * Commit step of a store: local meta, then the increment, durable, then the coordinator. A snapshot due
    * at this version is only scheduled here: {@link #snapshot} makes it in the background.
    */
-  synchronized long commit(LocalStore store) {
+  long commit(LocalStore store) {
+    // A sync commit's wait for a replica's ack happens after the commit, outside this provider's monitor: the
+    // close, a successor's take-over and the background snapshot need it meanwhile.
+    Committed committed = commitLocked(store);
+    if (committed.synced() != null) LocalChannel.awaitSync(committed.synced(), storeIdString, committed.version());
+    return committed.version();
+  }
+
+  /** A version committed, and the node's answer to wait for when replication is sync (else null). */
+  private record Committed(long version, CompletableFuture<ChannelFrames.Reply> synced) {}
+
+  /** The commit under the monitor. */
+  private synchronized Committed commitLocked(LocalStore store) {
     Faults.at(settings.faultsFile, "commit", storeId.partitionId(), storeIdString);
     long start = System.nanoTime();
+    CompletableFuture<ChannelFrames.Reply> synced = null;
     try {
       Increment inc = store.prepareCommit();
       // Loaded older than what the checkpoint location held: this commit rewrites history (formats.md 5, 6).
@@ -455,8 +469,9 @@ public final class StatestoreProvider implements StateStoreProvider {
       if (settings.commitValidation) StateStore.reportCommitToCoordinator(inc.version, storeId, hadoopConf);
       if (channel != null) {
         LAST_OWNER.put(partitionKey(), this);
-        channel.committed(storeIdString, checkpoint.dir.toString(), inc.version, rewritesHistory, bytes,
-            settings.syncReplication, sidecarSpec);
+        CompletableFuture<ChannelFrames.Reply> answer = channel.committed(storeIdString, checkpoint.dir.toString(),
+            inc.version, rewritesHistory, bytes, settings.syncReplication, sidecarSpec);
+        if (settings.syncReplication) synced = answer;
         channel.load(storeIdString, checkpoint.dir.toString(), inc.version,
             (System.nanoTime() - batchStartNanos) / 1_000_000, inc.size, store.sstBytes(), executorCores(),
             sidecarSpec);
@@ -471,7 +486,7 @@ public final class StatestoreProvider implements StateStoreProvider {
             lastCommit.prepareMs(), lastCommit.encodeMs(), lastCommit.writeMs(), (end - written) / 1_000_000,
             inc.size, bytes.length);
       }
-      return inc.version;
+      return new Committed(inc.version, synced);
     } catch (IOException | RocksDBException | RuntimeException e) {
       localDirty = true;
       throw new IllegalStateException("statestore: commit of store " + storeIdString + " failed: " + e.getMessage(), e);

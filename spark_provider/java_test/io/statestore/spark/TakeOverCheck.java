@@ -57,7 +57,12 @@ public final class TakeOverCheck {
   }
 
   static StatestoreProvider provider(String root, int partition, String localDir, String socket) {
+    return provider(root, partition, localDir, socket, false);
+  }
+
+  static StatestoreProvider provider(String root, int partition, String localDir, String socket, boolean sync) {
     SQLConf sql = new SQLConf();
+    sql.setConfString(ProviderSettings.PREFIX + "sync", Boolean.toString(sync));
     sql.setConfString(ProviderSettings.PREFIX + "localDir", localDir);
     sql.setConfString(ProviderSettings.PREFIX + "nodeSocket", socket);
     sql.setConfString(ProviderSettings.PREFIX + "replicationFactor", "1");
@@ -238,6 +243,49 @@ public final class TakeOverCheck {
     out("aborted", true);
   }
 
+  /**
+   * {@code sync-close}: with sync replication, version 1 is committed (acked by the replica); the check prints
+   * {@code warm=true} and waits for a line on stdin (the test pauses the replica's node meanwhile); a task's commit
+   * of version 2 then waits for an ack that does not come, and the provider is closed from another thread while it
+   * waits. Reports whether the close returned before that commit (it must not wait behind a sync commit's network
+   * wait) and what the commit returned.
+   */
+  private static void syncClose(String root, int partition, String localDir, String socket) throws Exception {
+    StatestoreProvider provider = provider(root, partition, localDir, socket, true);
+    StateStore first = provider.getStore(0, scala.Option.empty(), false, false);
+    put(first, "a", "1");
+    first.commit();
+    out("warm", true);
+    System.out.flush();
+    new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+    StateStore store = provider.getStore(1, scala.Option.empty(), false, false);
+    put(store, "b", "2");
+    AtomicLong committedAt = new AtomicLong();
+    AtomicLong version = new AtomicLong(-1);
+    Thread task = new Thread(() -> {
+      version.set(store.commit());
+      committedAt.set(System.nanoTime());
+    });
+    task.start();
+    while (task.isAlive() && !committing(provider)) Thread.sleep(10);
+    Thread.sleep(200); // the commit is waiting for the replica's ack now
+    provider.close();
+    long closedAt = System.nanoTime();
+    boolean stillWaiting = task.isAlive();
+    task.join();
+    out("close_returned_while_commit_waited", stillWaiting && closedAt < committedAt.get());
+    out("committed_version", version.get());
+  }
+
+  /** Whether the provider's commit left its monitor (its writer closed: the sync wait follows). */
+  private static boolean committing(StatestoreProvider provider) throws ReflectiveOperationException {
+    java.lang.reflect.Field f = StatestoreProvider.class.getDeclaredField("writerOpen");
+    f.setAccessible(true);
+    synchronized (provider) {
+      return !f.getBoolean(provider);
+    }
+  }
+
   public static void main(String[] args) throws Exception {
     String mode = args[0];
     String root = args[1];
@@ -249,6 +297,7 @@ public final class TakeOverCheck {
       case "takeover-busy" -> takeoverBusy(root, partition, localDir, socket);
       case "close-under-task" -> closeWaits(root, partition, localDir, socket);
       case "close-own-thread" -> closeOwnThread(root, partition, localDir, socket);
+      case "sync-close" -> syncClose(root, partition, localDir, socket);
       default -> throw new IllegalArgumentException("unknown mode " + mode);
     }
     System.out.println("done");
