@@ -41,9 +41,10 @@ public final class SidecarDirsCheck {
     return ProviderSettings.from(new StateStoreConf(sql, scala.collection.immutable.Map$.MODULE$.empty()));
   }
 
+  /** A sync commit, waited for as the provider waits for one: the sidecar has started and answered after it. */
   static void commit(LocalChannel channel, ProviderSettings settings, long version) {
-    channel.committed("0/0/default", "/nonexistent/checkpoint/0/0", version, false, new byte[] {1, 2, 3}, true,
-        LocalChannel.sidecarSpec(settings));
+    LocalChannel.awaitSync(channel.committed("0/0/default", "/nonexistent/checkpoint/0/0", version, false,
+        new byte[] {1, 2, 3}, true, LocalChannel.sidecarSpec(settings)), "0/0/default", version);
   }
 
   public static void main(String[] args) throws Exception {
