@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import statistics
 import sys
@@ -56,12 +55,18 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as importing statestore does, before grpc loads
 
-from aggregation_workload import start_digest_aggregation, write_keys_file  # noqa: E402
+from aggregation_workload import (  # noqa: E402
+    KeyedFeeder,
+    duration,
+    partition_locations,
+    start_digest_aggregation,
+    steer,
+)
 from bench_outputs import keyed_providers_main  # noqa: E402
 from text_table import print_table_rows  # noqa: E402
 
 import statestore  # noqa: E402,F401  (gRPC settings first)
-from spark_provider.progress import files_processed, load_sources  # noqa: E402
+from spark_provider.progress import load_sources  # noqa: E402
 
 VALUE_BYTES = 64
 LOAD_KEYS_PER_BATCH = 250_000
@@ -162,57 +167,27 @@ def executor_ids(spark: Any) -> set[str]:
     return set(filter(None, listed.split(",")))
 
 
-class Feeder:
-    """Feeds one input file per micro-batch and waits for it; records every measured micro-batch."""
+class ElasticFeeder(KeyedFeeder):
+    """The aggregation's feeder; every update batch measured goes to the run's series (batch time over the run)."""
 
     def __init__(self, query: Any, root: Path, keys: int, run: Run) -> None:
-        self.query = query
-        self.root = root
-        self.keys = keys
+        super().__init__(query, root, keys, UPDATE_ROWS, run.provider)
         self.run = run
-        self.fed = 0
-
-    def load(self, keys: int, per_batch: int) -> None:
-        batches = -(-keys // per_batch)
-        for b in range(batches):
-            write_keys_file(self.root / "input", self.fed, list(range(b * per_batch, min(keys, (b + 1) * per_batch))))
-            self.fed += 1
-            started = time.monotonic()
-            self.wait()
-            log(f"{self.run.provider}: load batch {b + 1}/{batches} in {time.monotonic() - started:.1f}s")
 
     def update(self, measured: bool = True) -> dict[str, Any]:
-        """One micro-batch updating random existing keys (its input depends only on its index)."""
-        rng = random.Random(self.fed)
-        write_keys_file(self.root / "input", self.fed, rng.sample(range(self.keys), UPDATE_ROWS))
-        self.fed += 1
-        progress = self.wait()
+        """One update micro-batch; `measured`: recorded in the run's series."""
+        progress = super().update()
         if measured:
             self.run.series.append(duration(progress))
         return progress
 
-    def wait(self, timeout: float = 1800) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.query.exception() is not None:
-                raise RuntimeError(f"the streaming query failed: {self.query.exception()}")
-            if files_processed(self.query) >= self.fed:
-                return self.query.lastProgress
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.fed} micro-batches not processed within {timeout}s")
-            time.sleep(0.05)
 
-
-def duration(progress: dict[str, Any]) -> int:
-    return int(progress["durationMs"]["triggerExecution"])
-
-
-def steady(feeder: Feeder, into: list[int]) -> None:
+def steady(feeder: ElasticFeeder, into: list[int]) -> None:
     for _ in range(STEADY_BATCHES):
         into.append(duration(feeder.update()))
 
 
-def after(spark: Any, feeder: Feeder, step: Step) -> None:
+def after(spark: Any, feeder: ElasticFeeder, step: Step) -> None:
     start = time.time()
     steady(feeder, step.after_ms)
     step.after_window = (start, time.time())
@@ -220,27 +195,6 @@ def after(spark: Any, feeder: Feeder, step: Step) -> None:
 
 
 # ----------------------------------------------------------------------------- where partitions run (Spark's)
-
-
-def state_root(root: Path) -> str:
-    return f"file:{(root / 'checkpoint').resolve()}/state"
-
-
-def partition_locations(spark: Any, query: Any, root: Path) -> dict[int, tuple[str, str]]:
-    """Partition -> (executor id, host) where Spark's StateStoreCoordinator places its state store."""
-    steering = spark.sparkContext._jvm.io.statestore.spark.Steering
-    found = {}
-    for p in range(PARTITIONS):
-        location = steering.location(state_root(root), 0, p, "default", str(query.runId))
-        if location:
-            host, executor = location.split("_", 1)[1].rsplit("_", 1)
-            found[p] = (executor, host)
-    return found
-
-
-def steer(spark: Any, query: Any, root: Path, partition: int, executor: str, host: str) -> None:
-    steering = spark.sparkContext._jvm.io.statestore.spark.Steering
-    steering.steer(state_root(root), 0, partition, "default", str(query.runId), host, executor)
 
 
 # ----------------------------------------------------------------------------- the steps
@@ -262,7 +216,7 @@ def add_executor(spark: Any, run: Run) -> str:
     return added
 
 
-def back_to_two(spark: Any, feeder: Feeder, run: Run) -> None:
+def back_to_two(spark: Any, feeder: ElasticFeeder, run: Run) -> None:
     """Setup, not measured: the application starts with three executors (local-cluster starts one per worker);
     decommission the last (lowering Spark's requested total to two) and wait until it is gone and, for ours, until
     every partition has its replica again."""
@@ -303,7 +257,7 @@ def run_neighbour_job(spark: Any, root: Path) -> None:
     frame.groupBy("k").agg(F.count("*"), F.sum("v"), F.max(F.sha2(F.col("k").cast("string"), 256))).count()
 
 
-def scale_out_ours(spark: Any, feeder: Feeder, step: Step) -> None:
+def scale_out_ours(spark: Any, feeder: ElasticFeeder, step: Step) -> None:
     """Micro-batches until the policy's operation handing primaries to the added executor is done."""
     from statestore.controller.client import ControlClient
 
@@ -329,11 +283,11 @@ def scale_out_ours(spark: Any, feeder: Feeder, step: Step) -> None:
     step.seconds = time.monotonic() - started
 
 
-def scale_out_spark(spark: Any, query: Any, root: Path, feeder: Feeder, step: Step) -> None:
+def scale_out_spark(spark: Any, query: Any, root: Path, feeder: ElasticFeeder, step: Step) -> None:
     """Report two partitions (one from each old executor) active on the added executor until Spark runs them
     there; each is a load from the checkpoint location for Spark's provider."""
     started = time.monotonic()
-    located = partition_locations(spark, query, root)
+    located = partition_locations(spark, query, root, PARTITIONS)
     host = next(iter(located.values()))[1]
     by_executor: dict[str, list[int]] = {}
     for p, (executor, _) in sorted(located.items()):
@@ -344,17 +298,17 @@ def scale_out_spark(spark: Any, query: Any, root: Path, feeder: Feeder, step: St
         for p in left:
             steer(spark, query, root, p, step.executor, host)
         step.during_ms.append(duration(feeder.update()))
-        now = partition_locations(spark, query, root)
+        now = partition_locations(spark, query, root, PARTITIONS)
         left = {p for p in left if now.get(p, ("", ""))[0] != step.executor}
     step.checkpoint_loads = len(chosen) - len(left)
     step.notes.append(f"partitions {sorted(chosen)} reported active on executor {step.executor}")
     step.seconds = time.monotonic() - started
 
 
-def scale_in(spark: Any, query: Any, root: Path, feeder: Feeder, step: Step, ours: bool) -> None:
+def scale_in(spark: Any, query: Any, root: Path, feeder: ElasticFeeder, step: Step, ours: bool) -> None:
     """Decommission the added executor; micro-batches until Spark removed it and a few ran since."""
     jvm = spark.sparkContext._jvm
-    moved_before = partition_locations(spark, query, root) if not ours else {}
+    moved_before = partition_locations(spark, query, root, PARTITIONS) if not ours else {}
     info = jvm.org.apache.spark.scheduler.ExecutorDecommissionInfo("bench scale-in", jvm.scala.Option.empty())
     started = time.monotonic()
     if not spark.sparkContext._jsc.sc().schedulerBackend().decommissionExecutor(step.executor, info, True, False):
@@ -368,7 +322,7 @@ def scale_in(spark: Any, query: Any, root: Path, feeder: Feeder, step: Step, our
             break
     step.seconds = time.monotonic() - started
     if not ours:
-        now = partition_locations(spark, query, root)
+        now = partition_locations(spark, query, root, PARTITIONS)
         step.checkpoint_loads = sum(1 for p, where in moved_before.items() if now.get(p, where)[0] != where[0])
 
 
@@ -423,7 +377,7 @@ def run_one(provider: str, keys: int, work: Path) -> Run:
     ours = provider == "ours"
     try:
         query = start_digest_aggregation(spark, root, run.digests, VALUE_BYTES)
-        feeder = Feeder(query, root, keys, run)
+        feeder = ElasticFeeder(query, root, keys, run)
         feeder.load(keys, LOAD_KEYS_PER_BATCH)
         back_to_two(spark, feeder, run)
         for _ in range(SETTLE_BATCHES):

@@ -37,7 +37,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import random
 import shutil
 import statistics
 import sys
@@ -52,14 +51,20 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as importing statestore does, before grpc loads
 
-from aggregation_workload import start_digest_aggregation, write_keys_file  # noqa: E402
+from aggregation_workload import (  # noqa: E402
+    KeyedFeeder,
+    duration,
+    partition_locations,
+    start_digest_aggregation,
+    steer,
+)
 from bench_outputs import keyed_providers_main  # noqa: E402
 from text_table import print_table_rows  # noqa: E402
 
 import statestore  # noqa: E402,F401  (gRPC settings first)
 from placement import Move, Role  # noqa: E402
 from placement.handover import plan_handover  # noqa: E402
-from spark_provider.progress import files_processed, load_sources, opened_ahead  # noqa: E402
+from spark_provider.progress import load_sources, opened_ahead  # noqa: E402
 
 VALUE_BYTES = 64
 LOAD_KEYS_PER_BATCH = 250_000
@@ -118,10 +123,6 @@ class Run:
 # ----------------------------------------------------------------------------- the workload
 
 
-def write_file(folder: Path, index: int, keys: list[int]) -> None:
-    write_keys_file(folder, index, keys)
-
-
 def start_query(spark: Any, root: Path, digests: dict[int, list]) -> Any:
     return start_digest_aggregation(spark, root, digests, VALUE_BYTES)
 
@@ -160,70 +161,6 @@ def start_spark(provider: str, root: Path) -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-class Feeder:
-    """Feeds one input file per micro-batch and waits for it: update batches of random existing keys."""
-
-    def __init__(self, query: Any, root: Path, keys: int) -> None:
-        self.query = query
-        self.root = root
-        self.keys = keys
-        self.fed = 0
-
-    def load(self, keys: int, per_batch: int, label: str) -> None:
-        batches = -(-keys // per_batch)
-        for b in range(batches):
-            write_file(self.root / "input", self.fed, list(range(b * per_batch, min(keys, (b + 1) * per_batch))))
-            self.fed += 1
-            started = time.monotonic()
-            self.wait()
-            log(f"{label}: load batch {b + 1}/{batches} in {time.monotonic() - started:.1f}s")
-
-    def update(self) -> dict[str, Any]:
-        """One update micro-batch (its input depends only on its index, the same for both providers)."""
-        rng = random.Random(self.fed)
-        write_file(self.root / "input", self.fed, rng.sample(range(self.keys), UPDATE_ROWS))
-        self.fed += 1
-        return self.wait()
-
-    def wait(self, timeout: float = 1800) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.query.exception() is not None:
-                raise RuntimeError(f"the streaming query failed: {self.query.exception()}")
-            if files_processed(self.query) >= self.fed:
-                return self.query.lastProgress
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.fed} micro-batches not processed within {timeout}s")
-            time.sleep(0.05)
-
-
-def duration(progress: dict[str, Any]) -> int:
-    return int(progress["durationMs"]["triggerExecution"])
-
-
-# ----------------------------------------------------------------------------- where partitions are
-
-
-def partition_locations(spark: Any, query: Any, root: Path) -> dict[int, tuple[str, str]]:
-    """Partition -> (executor id, host) where Spark's StateStoreCoordinator places its state store."""
-    steering = spark.sparkContext._jvm.io.statestore.spark.Steering
-    state_root = f"file:{(root / 'checkpoint').resolve()}/state"
-    found = {}
-    for p in range(PARTITIONS):
-        location = steering.location(state_root, 0, p, "default", str(query.runId))
-        if location:
-            _, rest = location.split("_", 1)
-            host, executor = rest.rsplit("_", 1)
-            found[p] = (executor, host)
-    return found
-
-
-def steer(spark: Any, query: Any, root: Path, partition: int, executor: str, host: str) -> None:
-    steering = spark.sparkContext._jvm.io.statestore.spark.Steering
-    state_root = f"file:{(root / 'checkpoint').resolve()}/state"
-    steering.steer(state_root, 0, partition, "default", str(query.runId), host, executor)
 
 
 def controller_status(spark: Any) -> Any:
@@ -275,7 +212,7 @@ def balanced_moves(
 # ----------------------------------------------------------------------------- one migration
 
 
-def migrate_ours(spark: Any, feeder: Feeder, avoid: set[int], strategy: str, run: Migration) -> set[int]:
+def migrate_ours(spark: Any, feeder: KeyedFeeder, avoid: set[int], strategy: str, run: Migration) -> set[int]:
     """Moves half of the partitions, each to the executor holding its replica; returns the partitions moved."""
     import spark_provider
     from statestore.controller.client import ControlClient
@@ -322,10 +259,10 @@ def migrate_ours(spark: Any, feeder: Feeder, avoid: set[int], strategy: str, run
     return set(chosen)
 
 
-def migrate_spark(spark: Any, query: Any, root: Path, feeder: Feeder, avoid: set[int], strategy: str,
+def migrate_spark(spark: Any, query: Any, root: Path, feeder: KeyedFeeder, avoid: set[int], strategy: str,
                   run: Migration) -> set[int]:  # fmt: skip
     """Moves half of the partitions to other executors, as balanced as ours; returns the partitions moved."""
-    located = partition_locations(spark, query, root)
+    located = partition_locations(spark, query, root, PARTITIONS)
     hosts = {executor: host for executor, host in located.values()}
     primaries = {p: executor for p, (executor, _) in located.items()}
     candidates = {p: [e for e in sorted(hosts) if e != source] for p, source in primaries.items()}
@@ -340,7 +277,7 @@ def migrate_spark(spark: Any, query: Any, root: Path, feeder: Feeder, avoid: set
                 steer(spark, query, root, p, target, hosts[target])
             progress = feeder.update()
             run.during_ms.append(duration(progress))
-            now = partition_locations(spark, query, root)
+            now = partition_locations(spark, query, root, PARTITIONS)
             left = {p: t for p, t in left.items() if now.get(p, ("", ""))[0] != t}
             if not left:
                 break
@@ -376,8 +313,8 @@ def run_one(provider: str, keys: int, work: Path) -> Run:
     query = None
     try:
         query = start_query(spark, root, run.digests)
-        feeder = Feeder(query, root, keys)
-        feeder.load(keys, LOAD_KEYS_PER_BATCH, provider)
+        feeder = KeyedFeeder(query, root, keys, UPDATE_ROWS, provider)
+        feeder.load(keys, LOAD_KEYS_PER_BATCH)
         for _ in range(SETTLE_BATCHES):
             feeder.update()
         log(f"{provider}: {SETTLE_BATCHES} micro-batches to settle after the load")
