@@ -95,7 +95,10 @@ def checkpoint_loads_logged(spark: object) -> list[str]:
     for log in sorted(work.glob("*/stderr")):
         for line in log.read_text(errors="replace").splitlines():
             if "statestore: loaded" in line and " from checkpoint " in line and " version 0 from" not in line:
-                lines.append(f"executor {log.parent.name}: {line}")
+                # Why each source was passed over first, one per line: a CI log cuts long lines short.
+                head, _, passed = line.partition(" (passed over: ")
+                reasons = "\n    ".join(passed.rstrip(")").split("; "))
+                lines.append(f"executor {log.parent.name}:\n    {reasons}\n  {head.split('statestore: ')[-1]}")
     return lines
 
 
@@ -104,7 +107,9 @@ def assert_no_checkpoint_loads(query: RecordedQuery, after_batch: int) -> None:
     for progress in query.query.recentProgress:
         if progress["batchId"] > after_batch and progress["numInputRows"] > 0:
             sources = load_sources(progress)
-            assert sources["checkpoint"] == 0, (progress["batchId"], sources, checkpoint_loads_logged(query.spark))
+            assert sources["checkpoint"] == 0, "\n".join(
+                [f"batch {progress['batchId']}: {sources}", *checkpoint_loads_logged(query.spark)]
+            )
 
 
 def test_move_and_every_rebalance_strategy_under_an_aggregation(tmp_path: Path) -> None:
