@@ -44,3 +44,40 @@ def kill_executor(executor_id: str, timeout: float = 10.0) -> int:
             raise TimeoutError(f"executor {executor_id} (pid {pid}) still runs {timeout}s after SIGKILL")
         time.sleep(0.02)
     return pid
+
+
+def sidecar_pids(local_dir: Path) -> dict[str, int]:
+    """Node id -> pid of each running state-node sidecar whose data dir is under the provider's `local_dir`
+    (`<local_dir>/<jvm dir>/node-<id>`), found by its `--data-dir` (its socket may be elsewhere)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        argv = _argv(int(entry.name))
+        if argv is None or "--local-socket" not in argv or "--data-dir" not in argv:
+            continue
+        data_dir = Path(argv[argv.index("--data-dir") + 1])
+        if data_dir.parent.parent == local_dir and data_dir.name.startswith("node-"):
+            found[data_dir.name.removeprefix("node-")] = int(entry.name)
+    return found
+
+
+def sidecar_data_dir(pid: int) -> Path | None:
+    """The `--data-dir` of sidecar `pid`, or None when it is gone."""
+    argv = _argv(pid)
+    if argv is None or "--data-dir" not in argv:
+        return None
+    return Path(argv[argv.index("--data-dir") + 1])
+
+
+def stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP: a `pause` fault point fired in it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
+
+
+def gone(pid: int) -> bool:
+    """Whether process `pid` has exited (or is a zombie)."""
+    return _argv(pid) is None

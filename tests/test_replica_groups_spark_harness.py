@@ -25,6 +25,7 @@ from urllib.parse import quote
 import grpc
 from rocksdict import AccessType, Rdict
 
+from spark_provider import local_cluster
 from spark_provider.file_feed import publish
 from spark_provider.progress import files_processed
 from statestore import auth, tls
@@ -261,20 +262,8 @@ def node_dir(root: Path, node_id: str) -> Path:
 
 
 def sidecar_pids(root: Path) -> dict[str, int]:
-    """Node id -> pid of each running sidecar whose data dir is under `root` (`root/local/<jvm dir>/node-<id>`),
-    found in /proc by its `--data-dir` (its socket may be elsewhere: a long path falls back to java.io.tmpdir)."""
-    found = {}
-    local = root / "local"
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        args = process_argv(int(entry.name))
-        if args is None or "--local-socket" not in args or "--data-dir" not in args:
-            continue
-        data_dir = Path(args[args.index("--data-dir") + 1])
-        if data_dir.parent.parent == local and data_dir.name.startswith("node-"):
-            found[data_dir.name.removeprefix("node-")] = int(entry.name)
-    return found
+    """Node id -> pid of each running sidecar whose data dir is under `root` (`root/local/<jvm dir>/node-<id>`)."""
+    return local_cluster.sidecar_pids(root / "local")
 
 
 def process_argv(pid: int) -> list[str] | None:

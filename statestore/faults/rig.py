@@ -1,0 +1,240 @@
+"""What the fault suite works with: a Spark session on our provider whose executors, state nodes and controller
+read one faults file, a fault proxy between the nodes and the controller, and the processes it disturbs
+(executor JVMs and state-node sidecars on this machine, found in /proc and signalled for real).
+
+The nodes reach the controller through the proxy (`statestore.faults.proxy`): the session's `controller`
+setting names the proxy, which forwards to the controller `enable()` started in this process. The suite itself
+asks the controller directly, so a cut link does not blind it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spark_provider import local_cluster
+from statestore import auth
+from statestore.faults.proxy import FaultProxy
+from statestore.faults.suite_query import SuiteQuery
+from statestore.rpc import control_pb2, control_pb2_grpc
+
+FAULTS_KEY = "spark.sql.streaming.stateStore.statestore.faultsFile"
+CONTROLLER_KEY = "spark.sql.streaming.stateStore.statestore.controller"
+FAULTS_ENV = "STATESTORE_FAULTS_FILE"
+EXECUTORS = 3
+# Spark's own settings for the suite's session: a small shuffle, no UI, maintenance every 2 s (an executor a
+# partition moved away from unloads it soon, as in a long-running query).
+SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "1g",
+    "spark.executor.memory": "1g",
+    "spark.dynamicAllocation.enabled": "false",
+    "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+}
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
+    """The first truthy value of `condition()`, polled until `timeout` seconds; TimeoutError naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout:g}s")
+        time.sleep(interval)
+
+
+def start_session(master: str, root: Path, faults_file: Path, app: str, **settings: object) -> tuple[Any, str]:
+    """A session on our provider (q=1 unless `settings` say otherwise) whose processes read `faults_file`, with
+    a fault proxy between its nodes and its controller. Returns the session and the controller's own address."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ[FAULTS_ENV] = str(faults_file)  # the driver's controller (and anything it starts) reads it too
+    from pyspark.sql import SparkSession
+
+    import spark_provider
+    from statestore.faults import points
+
+    points.arm(str(faults_file))
+    builder = SparkSession.builder.master(master).appName(app)
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
+    builder = builder.config(f"spark.executorEnv.{FAULTS_ENV}", str(faults_file))
+    settings = {"replication_factor": 1, "local_dir": str(root / "local"), "faults_file": str(faults_file), **settings}
+    builder = spark_provider.enable(builder, **settings)
+    controller = builder._options[CONTROLLER_KEY]
+    proxy = FaultProxy(controller, "127.0.0.1:0")
+    proxied = proxy.start()
+    auth.remember(proxied, auth.secret_for(controller))
+    spark = builder.config(CONTROLLER_KEY, proxied).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark._statestore_fault_proxy = proxy  # stopped with the rig
+    return spark, controller
+
+
+@dataclass
+class Rig:
+    """The running session and the levers of the suite's scenarios."""
+
+    spark: Any
+    root: Path
+    faults_file: Path
+    controller: str
+    pause_seconds: float = 6.0
+    _stopped_since: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def proxy(self) -> FaultProxy:
+        return self.spark._statestore_fault_proxy
+
+    @property
+    def local_dir(self) -> Path:
+        return self.root / "local"
+
+    # ------------------------------------------------------------------ faults file
+    def arm(self, *lines: str) -> None:
+        """Arm fault points (`<point> <action> [millis] [partition]` lines), one shot each."""
+        staging = self.faults_file.with_name(self.faults_file.name + ".arming")
+        staging.write_text("".join(f"{line}\n" for line in lines))
+        staging.replace(self.faults_file)
+
+    def armed(self) -> bool:
+        """Whether an armed line has not fired yet."""
+        return self.faults_file.exists() and bool(self.faults_file.read_text().strip())
+
+    def disarm(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.faults_file.unlink()
+
+    # ------------------------------------------------------------------ the controller's view
+    def status(self) -> control_pb2.StatusReply:
+        with auth.channel(self.controller) as channel:
+            return control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=5)
+
+    def partitions(self, query: SuiteQuery) -> list[control_pb2.PartitionStatus]:
+        """The controller's records of `query`'s store partitions."""
+        mine = str(query.checkpoint.resolve())
+        return [p for p in self.status().partitions if p.store.checkpoint_dir.startswith(mine)]
+
+    def primary_of(self, query: SuiteQuery, partition: int) -> str:
+        """The node (executor) id of the primary of `query`'s store partition `partition`."""
+        for p in self.partitions(query):
+            if p.store.store_id.split("/")[1] == str(partition):
+                return p.primary_node
+        raise LookupError(f"partition {partition} of {query.root.name} has no primary in the controller")
+
+    def replica_holders(self, query: SuiteQuery, partition: int) -> list[str]:
+        for p in self.partitions(query):
+            if p.store.store_id.split("/")[1] == str(partition):
+                return [r.node_id for r in p.replicas]
+        return []
+
+    def busiest(self, query: SuiteQuery) -> str:
+        """The node (executor) id primary of most of `query`'s partitions."""
+        counts: dict[str, int] = {}
+        for p in self.partitions(query):
+            counts[p.primary_node] = counts.get(p.primary_node, 0) + 1
+        return max(sorted(counts), key=lambda n: counts[n])
+
+    def converged(self, query: SuiteQuery) -> bool:
+        """Whether each of `query`'s partitions has a replica at its primary's version."""
+        parts = self.partitions(query)
+        return bool(parts) and all(p.replicas and all(r.version_held == p.primary_version for r in p.replicas) for p in parts)
+
+    def alive_nodes(self) -> set[str]:
+        return {n.node.node_id for n in self.status().nodes if n.alive}
+
+    # ------------------------------------------------------------------ processes
+    def kill_executor(self, executor_id: str) -> None:
+        local_cluster.kill_executor(executor_id)
+
+    def node_pid(self, node_id: str) -> int:
+        pids = local_cluster.sidecar_pids(self.local_dir)
+        if node_id not in pids:
+            raise LookupError(f"no running state node {node_id} under {self.local_dir} (running: {sorted(pids)})")
+        return pids[node_id]
+
+    def kill_node(self, node_id: str, empty: bool = False) -> None:
+        """SIGKILL node `node_id`'s sidecar (its executor's provider restarts it at its next commit); `empty`:
+        and empty its data directory, as a node restarted on a new disk."""
+        pid = self.node_pid(node_id)
+        data_dir = local_cluster.sidecar_data_dir(pid)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: local_cluster.gone(pid), 10, f"state node {node_id} (pid {pid}) to die")
+        if empty and data_dir is not None:
+            for entry in data_dir.iterdir():
+                if entry.name != "node.log":
+                    _remove(entry)
+
+    def resume_paused(self, older_than: float) -> list[int]:
+        """SIGCONT every stopped executor JVM and sidecar stopped for `older_than` seconds or more (a `pause`
+        fault stands for a long GC pause or a frozen VM, not a dead process)."""
+        now = time.monotonic()
+        resumed = []
+        pids = set(local_cluster.executor_pids().values()) | set(local_cluster.sidecar_pids(self.local_dir).values())
+        for pid in pids:
+            if not local_cluster.stopped(pid):
+                self._stopped_since.pop(pid, None)
+                continue
+            since = self._stopped_since.setdefault(pid, now)
+            if now - since >= older_than:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+                self._stopped_since.pop(pid, None)
+                resumed.append(pid)
+        return resumed
+
+    @contextlib.contextmanager
+    def resuming_paused(self) -> Iterator[None]:
+        """While inside: resume paused processes after `pause_seconds`, in the background."""
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(0.25):
+                self.resume_paused(self.pause_seconds)
+
+        thread = threading.Thread(target=run, name="faults-resume", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(5)
+
+    def settle(self, timeout: float = 180.0) -> None:
+        """Back to a healthy cluster between scenarios: nothing armed, nothing paused, the proxy passing,
+        `EXECUTORS` executor JVMs running and each one's node alive in the controller's eyes."""
+        self.disarm()
+        self.proxy.set("pass")
+        self.resume_paused(0)
+        wait_for(lambda: len(local_cluster.executor_pids()) >= EXECUTORS, timeout, f"{EXECUTORS} executors running")
+        wait_for(
+            lambda: set(local_cluster.executor_pids()) <= self.alive_nodes(), timeout, "every executor's node alive"
+        )
+
+    def stop(self) -> None:
+        self.disarm()
+        self.resume_paused(0)
+        self.proxy.stop()
+        self.spark.stop()
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()

@@ -1,0 +1,256 @@
+"""The fault suite's matrix: each scenario disturbs one running query once (or twice at once), in one place.
+
+A scenario's `inject` runs after the query is warm (three batches, every partition's replica at its primary's
+version) and before the suite feeds it three more batches; `heal` (if any) runs `heal_after` seconds later,
+while they run. Fault points are armed through the faults file every process reads (`statestore.faults.points`,
+the provider's `Faults.java`), one shot each; where a point is reached only on a failover (a node's
+`materialize` and `promote`) or a bootstrap (`bootstrap-serve`), the scenario also causes one. Paused processes
+are resumed by the suite after `Rig.pause_seconds`.
+
+`QUICK` names the representative subset `statestore faults --quick` runs (and CI with it): a kill of an executor
+JVM at a commit, a kill of a state node as it applies an increment, a cut controller link, and two faults at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from statestore.faults.rig import Rig
+from statestore.faults.suite_query import SuiteQuery
+
+Inject = Callable[[Rig, SuiteQuery], None]
+# Partition 0's task is the one the executor fault points act in (any partition would do: one is enough).
+PARTITION = 0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One cell of the matrix. `may_refuse`: a refusal passes when the query stops with an error containing it
+    (a corrupted file must be named, never read as state); empty: only exact results pass."""
+
+    name: str
+    fault: str
+    where: str
+    inject: Inject
+    heal: Callable[[Rig], None] | None = None
+    heal_after: float = 0.0
+    may_refuse: str = ""
+    armed: bool = False  # the scenario arms a fault point: it passes only if the point fired
+
+
+def _arm(line: str) -> Inject:
+    def inject(rig: Rig, query: SuiteQuery) -> None:
+        rig.arm(line)
+
+    return inject
+
+
+def _kill_busiest_executor(rig: Rig, query: SuiteQuery) -> None:
+    rig.kill_executor(rig.busiest(query))
+
+
+def _arm_then_fail_over(line: str) -> Inject:
+    """Arm `line`, then kill the executor primary of most partitions: the next batch loads its partitions from
+    their replica holders' nodes (materialize, promote)."""
+
+    def inject(rig: Rig, query: SuiteQuery) -> None:
+        rig.arm(line)
+        _kill_busiest_executor(rig, query)
+
+    return inject
+
+
+def _kill_node(role: str, empty: bool = False, line: str = "") -> Inject:
+    """SIGKILL the state node of partition 0's primary or of its replica holder (`role`), maybe emptying its
+    directory; `line` is armed first (a point the restarted node's bootstrap reaches, on the serving node)."""
+
+    def inject(rig: Rig, query: SuiteQuery) -> None:
+        if line:
+            rig.arm(line)
+        if role == "primary":
+            node = rig.primary_of(query, PARTITION)
+        else:
+            holders = rig.replica_holders(query, PARTITION)
+            if not holders:
+                raise LookupError("partition 0 has no replica holder")
+            node = holders[0]
+        rig.kill_node(node, empty=empty)
+
+    return inject
+
+
+def _two_at_once(rig: Rig, query: SuiteQuery) -> None:
+    """The executor primary of partition 0 and the node holding partition 0's replica, killed together."""
+    primary = rig.primary_of(query, PARTITION)
+    holders = [h for h in rig.replica_holders(query, PARTITION) if h != primary]
+    rig.kill_executor(primary)
+    for holder in holders:
+        rig.kill_node(holder)
+
+
+def _corrupt_last_increment_then_fail_over(rig: Rig, query: SuiteQuery) -> None:
+    """Flip bytes in the middle of partition 0's latest increment in the checkpoint location, then kill its
+    executor: the load that follows must not take the corrupted file for state."""
+    store = query.checkpoint / "state" / "0" / str(PARTITION)
+    increments = sorted(store.glob("*.increment"), key=lambda p: int(p.name.split(".")[0]))
+    if not increments:
+        raise LookupError(f"no increment in {store}")
+    path = increments[-1]
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    for i in range(middle, min(middle + 16, len(data))):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+    rig.kill_executor(rig.primary_of(query, PARTITION))
+
+
+def _proxy(kind: str, millis: int = 0, every: int = 1) -> Inject:
+    def inject(rig: Rig, query: SuiteQuery) -> None:
+        rig.proxy.set(kind, millis=millis, every=every)
+
+    return inject
+
+
+def _heal_proxy(rig: Rig) -> None:
+    rig.proxy.set("pass")
+
+
+def _matrix() -> list[Scenario]:
+    executor_points = ("load", "commit", "committed")
+    found = []
+    for point in executor_points:
+        found.append(
+            Scenario(
+                f"executor-kill-at-{point}", "kill -9", f"executor JVM at {point}", _arm(f"{point} kill 0"), armed=True
+            )
+        )
+    for point in executor_points:
+        found.append(
+            Scenario(
+                f"executor-raise-at-{point}", "error", f"executor JVM at {point}", _arm(f"{point} raise 0"), armed=True
+            )
+        )
+    found += [
+        Scenario(
+            "executor-delay-at-commit", "delay 3 s", "executor JVM at commit", _arm("commit delay 3000 0"), armed=True
+        ),
+        Scenario("executor-pause-at-commit", "pause 6 s", "executor JVM at commit", _arm("commit pause 0"), armed=True),
+        Scenario(
+            "executor-kill-between-batches",
+            "kill -9",
+            "executor JVM (busiest), between batches",
+            _kill_busiest_executor,
+        ),
+    ]
+    for point, actions in (
+        ("ship", ("kill", "raise", "pause", "delay")),
+        ("apply", ("kill", "raise", "pause")),
+        ("applied", ("kill", "delay")),
+    ):
+        for action in actions:
+            line = f"{point} {action} 2000 0" if action == "delay" else f"{point} {action} 0"
+            fault = {"kill": "kill -9", "raise": "error", "pause": "pause 6 s", "delay": "delay 2 s"}[action]
+            found.append(Scenario(f"node-{action}-at-{point}", fault, f"state node at {point}", _arm(line), armed=True))
+    for point in ("materialize", "promote"):
+        for action in ("kill", "raise"):
+            fault = "kill -9" if action == "kill" else "error"
+            found.append(
+                Scenario(
+                    f"node-{action}-at-{point}",
+                    f"{fault} + executor kill",
+                    f"state node at {point} (failover)",
+                    _arm_then_fail_over(f"{point} {action}"),
+                    armed=True,
+                )
+            )
+    for action in ("kill", "raise"):
+        fault = "kill -9" if action == "kill" else "error"
+        found.append(
+            Scenario(
+                f"node-{action}-at-bootstrap-serve",
+                f"{fault} + empty node",
+                "state node at bootstrap-serve",
+                _kill_node("replica", empty=True, line=f"bootstrap-serve {action}"),
+                armed=True,
+            )
+        )
+    found += [
+        Scenario(
+            "controller-raise-at-heartbeat", "error", "controller at heartbeat", _arm("heartbeat raise"), armed=True
+        ),
+        Scenario(
+            "controller-delay-at-heartbeat",
+            "delay 4 s",
+            "controller at heartbeat",
+            _arm("heartbeat delay 4000"),
+            armed=True,
+        ),
+        Scenario("node-kill-primary", "kill -9", "state node of a primary, between batches", _kill_node("primary")),
+        Scenario("node-kill-replica", "kill -9", "state node of a replica, between batches", _kill_node("replica")),
+        Scenario(
+            "node-restart-empty",
+            "kill -9 + empty directory",
+            "state node of a replica",
+            _kill_node("replica", empty=True),
+        ),
+        Scenario(
+            "controller-link-cut",
+            "cut 10 s",
+            "every node's link to the controller",
+            _proxy("cut"),
+            heal=_heal_proxy,
+            heal_after=10,
+        ),
+        Scenario(
+            "controller-link-drop",
+            "black hole 10 s",
+            "every node's link to the controller",
+            _proxy("drop"),
+            heal=_heal_proxy,
+            heal_after=10,
+        ),
+        Scenario(
+            "controller-link-delay",
+            "delay 300 ms",
+            "every node's link to the controller",
+            _proxy("delay", millis=300),
+            heal=_heal_proxy,
+            heal_after=15,
+        ),
+        Scenario(
+            "controller-link-corrupt",
+            "corrupt every 3rd chunk",
+            "every node's link to the controller",
+            _proxy("corrupt", every=3),
+            heal=_heal_proxy,
+            heal_after=10,
+        ),
+        Scenario(
+            "controller-link-duplicate",
+            "duplicate every 5th chunk",
+            "every node's link to the controller",
+            _proxy("duplicate", every=5),
+            heal=_heal_proxy,
+            heal_after=10,
+        ),
+        Scenario(
+            "corrupt-increment",
+            "bytes flipped + executor kill",
+            "latest increment in the checkpoint location",
+            _corrupt_last_increment_then_fail_over,
+            may_refuse=".increment",
+        ),
+        Scenario(
+            "executor-and-replica-node",
+            "kill -9 of both",
+            "executor JVM and its partitions' replica node",
+            _two_at_once,
+        ),
+    ]
+    return found
+
+
+MATRIX: list[Scenario] = _matrix()
+QUICK = ("executor-kill-at-commit", "node-kill-at-apply", "controller-link-cut", "executor-and-replica-node")
+BY_NAME = {s.name: s for s in MATRIX}
