@@ -1,0 +1,123 @@
+"""`statestore faults`: its referee (the exact recomputation of every batch, and how it counts lost and duplicated
+updates) on outputs tampered with on purpose, its report, and its quick run end to end against a real Spark
+query on local-cluster (the subset CI runs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from statestore.faults import report, scenarios
+from statestore.faults.suite import Result, as_json
+from statestore.faults.suite_query import SuiteQuery, compare, expected_outputs, input_rows, recorded_outputs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def ran(tmp_path: Path, files_per_batch: list[int]) -> SuiteQuery:
+    """A query directory as a run leaves it: batch b took `files_per_batch[b]` files (its offset log) and wrote
+    exactly the recomputed outputs."""
+    query = SuiteQuery(None, tmp_path, keys=50, rows=40)
+    offsets = query.checkpoint / "offsets"
+    offsets.mkdir(parents=True)
+    taken = -1
+    for batch, files in enumerate(files_per_batch):
+        taken += files
+        metadata = json.dumps({"batchWatermarkMs": 0})
+        (offsets / str(batch)).write_text(f"v1\n{metadata}\n{json.dumps({'logOffset': taken})}")
+    query.output_dir.mkdir(parents=True)
+    for batch, rows in expected_outputs(query).items():
+        (query.output_dir / f"{batch}.json").write_text(json.dumps([list(r) for r in rows]))
+    return query
+
+
+def test_an_untouched_run_is_exact_and_the_recomputation_follows_the_offset_log(tmp_path: Path) -> None:
+    query = ran(tmp_path, [1, 2, 1])
+    result = compare(query, 3)
+    assert result.exact and result.batches == 3
+    # Batch 1 took files 1 and 2: a key's count there is its rows in files 0..2.
+    expected = expected_outputs(query)
+    some_key, count, _ = expected[1][0]
+    rows = [r for i in range(3) for r in input_rows(i, 50, 40, "faults")]
+    assert count == sum(1 for r in rows if r["k"] == some_key)
+
+
+def tamper(query: SuiteQuery, batch: int, change: object) -> None:
+    rows = recorded_outputs(query.output_dir)[batch]
+    (query.output_dir / f"{batch}.json").write_text(json.dumps([list(r) for r in change(rows)]))
+
+
+def test_a_lost_update_a_duplicated_one_and_a_missing_output_are_counted(tmp_path: Path) -> None:
+    query = ran(tmp_path, [1, 1, 1])
+    last = expected_outputs(query)[2]
+    key = next(k for k, n, _ in last if n >= 2)
+    tamper(query, 2, lambda rows: [(k, n - 2, s) if k == key else (k, n, s) for k, n, s in rows])
+    result = compare(query, 3)
+    assert (result.differing, result.lost_updates, result.duplicated_updates) == ([2], 2, 0)
+
+    query = ran(tmp_path / "dup", [1, 1, 1])
+    tamper(query, 2, lambda rows: [(k, n + 1, s) if k == key else (k, n, s) for k, n, s in rows])
+    result = compare(query, 3)
+    assert (result.lost_updates, result.duplicated_updates) == (0, 1) and not result.exact
+
+    query = ran(tmp_path / "missing", [1, 1, 1])
+    (query.output_dir / "1.json").unlink()
+    result = compare(query, 3)
+    assert result.missing == [1] and not result.exact
+    # A batch the commit log does not hold yet is not judged.
+    assert compare(query, 1).exact
+
+
+def test_the_report_has_the_issues_keys_a_table_and_a_png(tmp_path: Path) -> None:
+    results = [
+        Result("a", "kill -9", "executor JVM at commit", "exact", True, True, 1200, 6),
+        Result("b", "error", "state node at ship", "WRONG RESULTS", False, True, 0, 6, 0, 3, 1, "batches differing"),
+    ]
+    data = as_json(results, quick=True, master="local-cluster[3,1,1024]")
+    assert {"scenarios", "passed", "lost_updates", "duplicated_updates", "results"} <= set(data)
+    assert (data["scenarios"], data["passed"], data["lost_updates"], data["duplicated_updates"]) == (2, 1, 3, 1)
+    png = report.write(data, tmp_path / "faults.json")
+    assert png.stat().st_size > 1000 and json.loads((tmp_path / "faults.json").read_text()) == data
+    text = report.table(data)
+    assert "1/2 scenarios passed" in text and "b: batches differing" in text
+
+
+def test_the_matrix_covers_what_the_issue_lists() -> None:
+    names = {s.name for s in scenarios.MATRIX}
+    assert len(names) == len(scenarios.MATRIX) >= 30
+    assert set(scenarios.QUICK) <= names
+    for point in ("load", "commit", "committed"):
+        assert f"executor-kill-at-{point}" in names
+    for point in ("ship", "apply", "applied", "materialize", "promote", "bootstrap-serve"):
+        assert f"node-kill-at-{point}" in names
+    assert {"node-restart-empty", "corrupt-increment", "executor-and-replica-node", "controller-link-cut"} <= names
+
+
+def test_the_quick_suite_passes_against_a_real_spark_query(tmp_path: Path) -> None:
+    out = tmp_path / "faults.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "statestore.cli",
+            "faults",
+            "--quick",
+            "--out",
+            str(out),
+            "--work-dir",
+            str(tmp_path / "work"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["scenarios"] == len(scenarios.QUICK) == data["passed"]
+    assert data["lost_updates"] == data["duplicated_updates"] == 0
+    assert all(r["batches"] >= 6 for r in data["results"])
+    assert all(r["fired"] is not False for r in data["results"])
+    assert out.with_suffix(".png").exists() and "scenarios passed" in run.stdout
