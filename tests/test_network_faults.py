@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from test_node_harness import Cluster, Primary, free_port, replica_digest, wait_until
 
+from statestore.faults.link_faults import LINK_FAULTS_ENV
 from statestore.faults.proxy import FaultProxy
 
 STORE = "5/0/default"
@@ -107,3 +108,43 @@ def test_a_node_partitioned_from_the_controller_is_dead_to_it_and_rejoins(tmp_pa
     finally:
         cluster.close()
         proxy.stop()
+
+
+def cut_applied(log: str) -> bool:
+    return any("proxy_fault" in line and "cut" in line for line in log.splitlines())
+
+
+def test_a_node_told_by_the_link_faults_file_proxies_its_inbound_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With STATESTORE_LINK_FAULTS_FILE set (the fault suite's way into nodes Spark starts), node b advertises a
+    proxy in front of its port that follows the file: `cut` stops b's replica, `pass` lets it catch up exactly."""
+    links = tmp_path / "links"
+    monkeypatch.setenv(LINK_FAULTS_ENV, str(links))
+    cluster = Cluster(tmp_path, q=1, dead_after=3.0)
+    try:
+        cluster.start_controller()
+        cluster.start_node("a")
+        cluster.start_node("b")
+        cluster.wait_groups(2)
+        advertised = {n.node.node_id: n.node.address for n in cluster.status().nodes}
+        assert advertised["b"] != cluster.addresses["b"], advertised  # the proxy's address, not the port's
+        primary = Primary(tmp_path, STORE, cluster.addresses["a"])
+        try:
+            primary.commit_and_ship(2, sync=True)
+            caught_up(cluster, primary)
+            held = cluster.held("b", STORE)
+            links.write_text("cut\n")
+            wait_until(lambda: cut_applied(cluster.processes["b"].log()), 10, "b's proxy to apply the cut")
+            primary.commit_and_ship(3)
+            assert cluster.held("b", STORE) == held  # nothing crossed the cut link
+            links.write_text("pass\n")
+            primary.commit_and_ship(1)
+            caught_up(cluster, primary)
+        finally:
+            primary.close()
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.close()

@@ -29,6 +29,7 @@ from statestore.rpc import control_pb2, control_pb2_grpc
 FAULTS_KEY = "spark.sql.streaming.stateStore.statestore.faultsFile"
 CONTROLLER_KEY = "spark.sql.streaming.stateStore.statestore.controller"
 FAULTS_ENV = "STATESTORE_FAULTS_FILE"
+LINK_FAULTS_ENV = "STATESTORE_LINK_FAULTS_FILE"
 EXECUTORS = 3
 # Spark's own settings for the suite's session: a small shuffle, no UI, maintenance every 2 s (an executor a
 # partition moved away from unloads it soon, as in a long-running query).
@@ -55,6 +56,11 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: 
         time.sleep(interval)
 
 
+def links_file(faults_file: Path) -> Path:
+    """The file the nodes' inbound fault proxies follow, beside the faults file."""
+    return faults_file.with_name(faults_file.name + ".links")
+
+
 def start_session(master: str, root: Path, faults_file: Path, app: str, **settings: object) -> tuple[Any, str]:
     """A session on our provider (q=1 unless `settings` say otherwise) whose processes read `faults_file`, with
     a fault proxy between its nodes and its controller. Returns the session and the controller's own address."""
@@ -71,6 +77,8 @@ def start_session(master: str, root: Path, faults_file: Path, app: str, **settin
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
     builder = builder.config(f"spark.executorEnv.{FAULTS_ENV}", str(faults_file))
+    # Every node puts a proxy in front of its port that follows this file (statestore.faults.link_faults).
+    builder = builder.config(f"spark.executorEnv.{LINK_FAULTS_ENV}", str(links_file(faults_file)))
     settings = {"replication_factor": 1, "local_dir": str(root / "local"), "faults_file": str(faults_file), **settings}
     builder = spark_provider.enable(builder, **settings)
     controller = builder._options[CONTROLLER_KEY]
@@ -113,6 +121,13 @@ class Rig:
         """Whether an armed line has not fired yet."""
         return self.faults_file.exists() and bool(self.faults_file.read_text().strip())
 
+    def set_links(self, line: str) -> None:
+        """The fault every node's inbound link applies from now on (`cut`, `delay 300`, `pass`...)."""
+        path = links_file(self.faults_file)
+        staging = path.with_name(path.name + ".tmp")
+        staging.write_text(line + "\n")
+        staging.replace(path)
+
     def disarm(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.faults_file.unlink()
@@ -150,7 +165,9 @@ class Rig:
     def converged(self, query: SuiteQuery) -> bool:
         """Whether each of `query`'s partitions has a replica at its primary's version."""
         parts = self.partitions(query)
-        return bool(parts) and all(p.replicas and all(r.version_held == p.primary_version for r in p.replicas) for p in parts)
+        return bool(parts) and all(
+            p.replicas and all(r.version_held == p.primary_version for r in p.replicas) for p in parts
+        )
 
     def alive_nodes(self) -> set[str]:
         return {n.node.node_id for n in self.status().nodes if n.alive}
@@ -217,6 +234,7 @@ class Rig:
         `EXECUTORS` executor JVMs running and each one's node alive in the controller's eyes."""
         self.disarm()
         self.proxy.set("pass")
+        self.set_links("pass")
         self.resume_paused(0)
         wait_for(lambda: len(local_cluster.executor_pids()) >= EXECUTORS, timeout, f"{EXECUTORS} executors running")
         wait_for(
@@ -225,6 +243,7 @@ class Rig:
 
     def stop(self) -> None:
         self.disarm()
+        self.set_links("pass")
         self.resume_paused(0)
         self.proxy.stop()
         self.spark.stop()

@@ -116,6 +116,17 @@ def _heal_proxy(rig: Rig) -> None:
     rig.proxy.set("pass")
 
 
+def _links(line: str) -> Inject:
+    def inject(rig: Rig, query: SuiteQuery) -> None:
+        rig.set_links(line)
+
+    return inject
+
+
+def _heal_links(rig: Rig) -> None:
+    rig.set_links("pass")
+
+
 def _matrix() -> list[Scenario]:
     executor_points = ("load", "commit", "committed")
     found = []
@@ -233,6 +244,24 @@ def _matrix() -> list[Scenario]:
             _proxy("duplicate", every=5),
             heal=_heal_proxy,
             heal_after=10,
+        ),
+        *(
+            Scenario(
+                f"replication-link-{name}",
+                fault,
+                "every link into a state node (replication, pulls)",
+                _links(line),
+                heal=_heal_links,
+                heal_after=heal,
+            )
+            for name, fault, line, heal in (
+                ("cut", "cut 10 s", "cut", 10),
+                ("drop", "black hole 10 s", "drop", 10),
+                ("delay", "delay 300 ms", "delay 300", 15),
+                ("corrupt", "corrupt every 3rd chunk", "corrupt 3", 10),
+                ("duplicate", "duplicate every 5th chunk", "duplicate 5", 10),
+                ("reorder", "reorder every 4th chunk", "reorder 4", 10),
+            )
         ),
         Scenario(
             "corrupt-increment",

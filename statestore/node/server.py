@@ -19,6 +19,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from statestore import auth, tls
+from statestore.faults import link_faults
 from statestore.faults.points import fault_point
 from statestore.node.increment_log import IncrementLog
 from statestore.node.local_channel import (
@@ -127,6 +128,9 @@ class StateNode:
         if requested == 0:
             bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             self.settings = replace(self.settings, listen=bound)
+        proxied = link_faults.proxied_inbound(self.settings.listen, host)  # the fault suite's, when asked
+        if proxied is not None:
+            self.settings = replace(self.settings, advertise=proxied)
         self.shipper = Shipper(
             self.settings,
             self.increment_log,
