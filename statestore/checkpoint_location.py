@@ -6,6 +6,7 @@ section 5): `<v>.increment` files and `<v>.snapshot/` directories.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -16,11 +17,12 @@ from pathlib import Path
 from statestore.errors import (
     CorruptFileError,
     MissingCheckpointFileError,
+    StateStoreError,
     StoreIdentityError,
     StoreWriteError,
     VersionMismatchError,
 )
-from statestore.increment import Increment, encode_increment, read_increment
+from statestore.increment import Increment, encode_increment, read_increment, read_increment_header
 from statestore.options import StoreOptions
 from statestore.snapshot import (
     MANIFEST_NAME,
@@ -37,6 +39,7 @@ SNAPSHOT_SUFFIX = ".snapshot"
 _VERSIONED_NAME = re.compile(r"^(\d+)(\.increment|\.snapshot)$")
 
 Progress = Callable[[str], None]
+_log = logging.getLogger("statestore.checkpoint_location")
 
 
 def _quiet(_message: str) -> None:
@@ -187,50 +190,102 @@ class CheckpointLocation:
     ) -> VersionedStore:
         """Build the store at `version` (default: the latest) in `local_dir`, replacing what is there.
 
-        Starts from the newest complete snapshot at or below `version` (or the empty store), then
-        applies increments. Any missing or damaged file raises an error naming it; `local_dir` is then
-        left empty rather than holding a store at a wrong version.
+        Starts from the newest usable snapshot at or below `version` (or the empty store), then applies
+        increments. A snapshot is passed over (logged, and the next older one tried) when it cannot be read
+        whole, is of another store or version, or has another lineage than the increment of its version: the
+        late upload of a snapshot of a history a re-run batch abandoned. A missing or damaged increment raises
+        an error naming it; `local_dir` is then left empty rather than holding a store at a wrong version.
         """
         local_dir = Path(local_dir)
         target = self.latest_version() if version is None else version
         if target < 0:
             raise VersionMismatchError(self.store_id, target, 0, "restore (versions start at 0)")
+        present = set(self.increment_versions())
+        store = None
+        gap: tuple[int, str] | None = None  # the first increment missing above the newest snapshot, named
+        passed_over: list[str] = []
+        for base in sorted((v for v in self.snapshot_versions() if v <= target), reverse=True):
+            missing = next((v for v in range(base + 1, target + 1) if v not in present), None)
+            if missing is not None:
+                gap = gap or (missing, f"snapshot {base}")
+                continue  # an older snapshot needs that increment too
+            try:
+                store = self._open_snapshot(base, local_dir, options, progress)
+                break
+            except (StateStoreError, OSError) as exc:
+                passed_over.append(f"snapshot {base} passed over: {exc}")
+                _log.warning(
+                    "store %s: snapshot %s passed over to restore version %s: %s",
+                    self.store_id,
+                    self.snapshot_path(base),
+                    target,
+                    exc,
+                )
+        if store is None:
+            first = next((v for v in range(1, target + 1) if v not in present), None)
+            gap = gap or (None if first is None else (first, "the empty store (no usable snapshot at or below it)"))
+            if gap is not None:
+                raise MissingCheckpointFileError(
+                    str(self.increment_path(gap[0])),
+                    "; ".join([f"to restore version {target} from {gap[1]}", *passed_over]),
+                )
+            if local_dir.exists():
+                shutil.rmtree(local_dir)
+            store = VersionedStore.open(local_dir, self.store_id, options)
+        try:
+            return self.catch_up(store, target, progress)
+        except BaseException:
+            store.close()
+            shutil.rmtree(local_dir, ignore_errors=True)
+            raise
+
+    def _open_snapshot(
+        self, base: int, local_dir: Path, options: StoreOptions | None, progress: Progress
+    ) -> VersionedStore:
+        """Snapshot `base` opened in `local_dir` (replacing what is there), checked whole and on this location's
+        history. Raises the error that makes it unusable, leaving `local_dir` absent."""
         if local_dir.exists():
             shutil.rmtree(local_dir)
-        base = max((v for v in self.snapshot_versions() if v <= target), default=0)
-        present = set(self.increment_versions())
-        missing = next((v for v in range(base + 1, target + 1) if v not in present), None)
-        if missing is not None:
-            start = f"snapshot {base}" if base else "the empty store (no snapshot at or below it)"
-            raise MissingCheckpointFileError(
-                str(self.increment_path(missing)), f"to restore version {target} from {start}"
-            )
+        snapshot_dir = self.snapshot_path(base)
         try:
-            if base > 0:
-                snapshot_dir = self.snapshot_path(base)
-                manifest = read_manifest(snapshot_dir)
-                if manifest.store_id != self.store_id:
-                    raise StoreIdentityError(self.store_id, manifest.store_id, f"snapshot {snapshot_dir}")
-                if manifest.version != base:
-                    raise CorruptFileError(
-                        str(snapshot_dir / MANIFEST_NAME), f"holds version {manifest.version}, expected {base}"
-                    )
-                progress(f"store {self.store_id}: copying snapshot {base} ({manifest.total_bytes} bytes)")
-                copy_snapshot_files(snapshot_dir, manifest, local_dir)
+            manifest = read_manifest(snapshot_dir)
+            if manifest.store_id != self.store_id:
+                raise StoreIdentityError(self.store_id, manifest.store_id, f"snapshot {snapshot_dir}")
+            if manifest.version != base:
+                raise CorruptFileError(
+                    str(snapshot_dir / MANIFEST_NAME), f"holds version {manifest.version}, expected {base}"
+                )
+            progress(f"store {self.store_id}: copying snapshot {base} ({manifest.total_bytes} bytes)")
+            copy_snapshot_files(snapshot_dir, manifest, local_dir)
             store = VersionedStore.open(local_dir, self.store_id, options)
         except BaseException:
             shutil.rmtree(local_dir, ignore_errors=True)
             raise
         try:
             if store.version != base:
+                raise CorruptFileError(str(snapshot_dir), f"database is at version {store.version}, expected {base}")
+            kept = self._lineage_of(base)
+            if kept is not None and store.lineage is not None and kept != store.lineage:
                 raise CorruptFileError(
-                    str(self.snapshot_path(base)), f"database is at version {store.version}, expected {base}"
+                    str(snapshot_dir),
+                    f"lineage {store.lineage.hex()}, increment {base} has {kept.hex()} (a snapshot of a history a "
+                    "re-run batch abandoned)",
                 )
-            return self.catch_up(store, target, progress)
+            return store
         except BaseException:
             store.close()
             shutil.rmtree(local_dir, ignore_errors=True)
             raise
+
+    def _lineage_of(self, version: int) -> bytes | None:
+        """The lineage increment `version` records, or None when it is not here or records none."""
+        path = self.increment_path(version)
+        try:
+            with open(path, "rb") as f:
+                prefix = f.read(64 + len(self.store_id.encode()))
+        except FileNotFoundError:
+            return None
+        return read_increment_header(prefix, str(path)).lineage
 
     # ----------------------------------------------------------------- retention
 

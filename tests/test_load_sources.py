@@ -102,3 +102,35 @@ def test_a_snapshot_is_taken_at_the_commit_when_spark_asks_for_one(setup: Setup)
     location = setup.history(8, versions=2)
     setup.loads(8, 2, "n", "never", "force-snapshot")
     assert location.snapshot_versions() == [3]
+
+
+def test_a_snapshot_of_a_history_a_rerun_batch_abandoned_is_passed_over(setup: Setup) -> None:
+    """A background snapshot upload that ends after a re-run batch rewrote its version leaves a complete snapshot
+    of the abandoned history (issue 13's suspect): a restore passes it over and names why, and gives the kept
+    history's state at that version and after it."""
+    location = setup.history(9, versions=2)
+    abandoned = location.restore(setup.root.parent / "abandoned-9", version=2, options=OPTIONS)
+    for i in range(10):
+        abandoned.put(f"lost-{i}".encode(), b"x")
+    location.commit(abandoned)  # version 3 of the history Spark then abandons
+    location.write_snapshot(abandoned)
+    late_upload = setup.root.parent / "late-upload-9"
+    shutil.copytree(location.snapshot_path(3), late_upload)
+    abandoned.close()
+    kept = location.restore(setup.root.parent / "kept-9", version=2, options=OPTIONS)
+    for i in range(3):
+        kept.put(f"k3-{i}".encode(), b"x")
+    location.commit(kept, 3)  # the re-run: version 3 rewritten, the abandoned snapshot deleted
+    assert location.snapshot_versions() == []
+    shutil.copytree(late_upload, location.snapshot_path(3))  # ... and then the late upload completes
+    for i in range(4):
+        kept.put(f"k4-{i}".encode(), b"x")
+    location.commit(kept)
+    kept.close()
+
+    at_3 = setup.load(9, 3)
+    assert at_3["source"] == "checkpoint" and at_3["keys"] == str(1 + 2 + 3), at_3
+    assert (at_3["from"], at_3["applied"]) == ("0", "3"), at_3  # from the empty store: no snapshot below
+    # The provider's close handed its version 3 to the node, which serves version 4 from it.
+    at_4 = setup.load(9, 4)
+    assert at_4["keys"] == str(1 + 2 + 3 + 4), at_4

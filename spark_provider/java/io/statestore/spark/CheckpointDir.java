@@ -194,6 +194,19 @@ final class CheckpointDir {
     writeAtomically(new Path(target, MANIFEST), new SnapshotManifest(storeId, version, entries).toJson());
   }
 
+  /**
+   * Deletes snapshot {@code version} when increment {@code version} now has another lineage than {@code lineage},
+   * the snapshot's (a re-run batch rewrote the version while the snapshot uploaded: it is of an abandoned history).
+   * Returns whether it did. Restores pass such a snapshot over anyway; this keeps it from lying there.
+   */
+  boolean deleteSnapshotIfAbandoned(long version, String storeId, byte[] lineage) throws IOException {
+    if (lineage == null) return false;
+    IncrementCodec.Header header = readHeader(version, storeId);
+    if (header == null || header.lineage() == null || java.util.Arrays.equals(header.lineage(), lineage)) return false;
+    fs.delete(snapshotPath(version), true);
+    return true;
+  }
+
   /** Copies snapshot {@code version} into {@code local}, checking every size and checksum. */
   SnapshotManifest downloadSnapshot(long version, File local) throws IOException {
     Path src = snapshotPath(version);

@@ -120,7 +120,9 @@ final class StateLoader {
       note(passed, copy.why);
       LocalDirs.deleteRecursively(dir);
     }
-    LocalStore restored = restore(dir, version, listing);
+    Restored from = restore(dir, version, listing);
+    LocalStore restored = from.store();
+    long base = from.base();
     if (wanted != null) { // checkpoint format v2: Spark's commit log names the history it wants
       String mismatch = target.mismatch(restored, "the store restored from the checkpoint location");
       if (mismatch != null) {
@@ -129,7 +131,6 @@ final class StateLoader {
             + version + " than the checkpoint location " + checkpoint.dir + " holds)");
       }
     }
-    long base = listing.snapshots().floor(version) == null ? 0 : listing.snapshots().floor(version);
     return new Loaded(restored, Source.CHECKPOINT, base, version - base, elapsedMs(start), listing.latest(),
         passed.toString(), null, false);
   }
@@ -290,28 +291,59 @@ final class StateLoader {
     };
   }
 
-  private LocalStore restore(File dir, long version, CheckpointDir.Listing listing)
+  /**
+   * Restores {@code version} from the checkpoint location: the newest usable snapshot at or below it (or the empty
+   * store), then the increments above it. A snapshot is passed over, with a warning saying why, and the next older
+   * one tried, when it cannot be read whole, is of another store or version, or has another lineage than the
+   * increment of its version: the late upload of a background snapshot of a history a re-run batch abandoned
+   * (the increments are the record; a snapshot is only a shortcut). The increments' own errors fail the load.
+   */
+  private Restored restore(File dir, long version, CheckpointDir.Listing listing)
       throws IOException, RocksDBException {
-    Long snapshot = listing.snapshots().floor(version);
-    if (snapshot != null) {
-      SnapshotManifest m = checkpoint.downloadSnapshot(snapshot, dir);
-      if (!storeId.equals(m.storeId)) {
-        throw new IOException("Snapshot " + checkpoint.snapshotPath(snapshot) + " belongs to store '" + m.storeId
-            + "', not '" + storeId + "'");
+    LocalStore store = null;
+    for (Long s = listing.snapshots().floor(version); s != null && store == null; s = listing.snapshots().lower(s)) {
+      try {
+        store = openSnapshot(dir, s, listing);
+      } catch (IOException | RocksDBException | RuntimeException e) {
+        LOG.warn("statestore: {} snapshot {} ({}) passed over to restore version {}: {}", storeId, s,
+            checkpoint.snapshotPath(s), version, e.getMessage());
+        LocalDirs.deleteRecursively(dir);
       }
     }
-    LocalStore store = LocalStore.open(dir, storeId, settings);
+    if (store == null) store = LocalStore.open(dir, storeId, settings);
+    long base = store.version();
     try {
-      long base = snapshot == null ? 0 : snapshot;
-      if (store.version() != base) {
-        throw new IOException("Snapshot " + checkpoint.snapshotPath(base) + " holds version " + store.version()
-            + ", its manifest says " + base);
-      }
       for (long v = base + 1; v <= version; v++) {
         store.apply(checkpoint.readIncrement(v), checkpoint.incrementPath(v).toString());
       }
-      return store;
+      return new Restored(store, base);
     } catch (IOException | RocksDBException | RuntimeException e) {
+      store.close();
+      throw e;
+    }
+  }
+
+  /** A store restored from the checkpoint location, and the version it started from (its snapshot's, or 0). */
+  private record Restored(LocalStore store, long base) {}
+
+  /** Snapshot {@code snapshot} opened in {@code dir}, checked whole and on the checkpoint location's history. */
+  private LocalStore openSnapshot(File dir, long snapshot, CheckpointDir.Listing listing)
+      throws IOException, RocksDBException {
+    SnapshotManifest m = checkpoint.downloadSnapshot(snapshot, dir);
+    if (!storeId.equals(m.storeId)) throw new IOException("it belongs to store '" + m.storeId + "'");
+    LocalStore store = LocalStore.open(dir, storeId, settings);
+    try {
+      if (store.version() != snapshot) throw new IOException("its database holds version " + store.version());
+      if (store.lineage() != null && listing.increments().contains(snapshot)) {
+        IncrementCodec.Header header = checkpoint.readHeader(snapshot, storeId);
+        if (header != null && header.lineage() != null && !Arrays.equals(header.lineage(), store.lineage())) {
+          throw new IOException("it has lineage " + IncrementCodec.hex(store.lineage()) + ", increment " + snapshot
+              + " has " + IncrementCodec.hex(header.lineage()) + " (a snapshot of a history a re-run batch "
+              + "abandoned)");
+        }
+      }
+      return store;
+    } catch (IOException | RuntimeException e) {
       store.close();
       throw e;
     }

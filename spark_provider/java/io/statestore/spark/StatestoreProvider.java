@@ -531,6 +531,7 @@ public final class StatestoreProvider implements StateStoreProvider {
     }
     long flushed = System.nanoTime();
     File staging;
+    byte[] lineage;
     synchronized (this) {
       long deadline = flushed + QUIET_POINT_WAIT_NANOS;
       while (local == store && !localDirty && !closing && (writerOpen || store.hasUncommittedChanges())) {
@@ -548,6 +549,7 @@ public final class StatestoreProvider implements StateStoreProvider {
       }
       if (local != store || localDirty || writerOpen || store.hasUncommittedChanges()) return;
       version = store.version();
+      lineage = store.lineage();
       staging = new File(localDir.getPath() + ".snapshot-" + version);
       try {
         LocalDirs.deleteRecursively(staging);
@@ -562,6 +564,11 @@ public final class StatestoreProvider implements StateStoreProvider {
     long checkpointed = System.nanoTime();
     try {
       checkpoint.uploadSnapshot(version, storeIdString, staging);
+      if (checkpoint.deleteSnapshotIfAbandoned(version, storeIdString, lineage)) {
+        LOG.info("statestore: snapshot {} of {} deleted after its upload: a re-run batch rewrote that version "
+            + "meanwhile", version, storeIdString);
+        return;
+      }
       reportSnapshotUploaded(version);
       checkpoint.retain(settings.minVersionsToRetain);
     } catch (IOException | RuntimeException e) {
