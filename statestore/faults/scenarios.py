@@ -20,6 +20,8 @@ from statestore.faults.rig import Rig
 from statestore.faults.suite_query import SuiteQuery
 
 Inject = Callable[[Rig, SuiteQuery], None]
+# Past the nodes' bootstrap gap (16 versions): a replica lost whole is bootstrapped from a snapshot.
+BOOTSTRAP_WARM_BATCHES = 18
 # Partition 0's task is the one the executor fault points act in (any partition would do: one is enough).
 PARTITION = 0
 
@@ -37,6 +39,7 @@ class Scenario:
     heal_after: float = 0.0
     may_refuse: str = ""
     armed: bool = False  # the scenario arms a fault point: it passes only if the point fired
+    warm_batches: int = 3  # batches before the fault
 
 
 def _arm(line: str) -> Inject:
@@ -184,6 +187,7 @@ def _matrix() -> list[Scenario]:
                 "state node at bootstrap-serve",
                 _kill_node("replica", empty=True, line=f"bootstrap-serve {action}"),
                 armed=True,
+                warm_batches=BOOTSTRAP_WARM_BATCHES,
             )
         )
     found += [
@@ -204,6 +208,7 @@ def _matrix() -> list[Scenario]:
             "kill -9 + empty directory",
             "state node of a replica",
             _kill_node("replica", empty=True),
+            warm_batches=BOOTSTRAP_WARM_BATCHES,
         ),
         Scenario(
             "controller-link-cut",

@@ -32,8 +32,8 @@ from statestore.faults.rig import Rig, start_session, wait_for
 from statestore.faults.scenarios import Scenario
 from statestore.faults.suite_query import SuiteQuery, committed_batches, compare
 
-WARM_BATCHES = 3
 AFTER_BATCHES = 3
+MAX_AFTER_BATCHES = 15
 BATCH_TIMEOUT = 240.0
 DRIVER_SCENARIO = "driver-kill-and-restart"
 
@@ -93,7 +93,7 @@ class Suite:
         query = SuiteQuery(rig.spark, self.root / scenario.name)
         try:
             rig.settle()
-            query.feed(WARM_BATCHES)
+            query.feed(scenario.warm_batches)
             query.start()
             if not query.wait_processed(BATCH_TIMEOUT):
                 raise RuntimeError(f"the query did not warm up: {query.failure() or 'timeout'}")
@@ -123,8 +123,12 @@ class Suite:
             timer.start()
         try:
             with rig.resuming_paused():
-                for _ in range(AFTER_BATCHES):
+                fed = 0
+                # An armed point some later step reaches (a re-bootstrap after a node's restart) gets more
+                # batches, up to MAX_AFTER_BATCHES, before the scenario is judged.
+                while fed < AFTER_BATCHES or (scenario.armed and rig.armed() and fed < MAX_AFTER_BATCHES):
                     query.feed(1)
+                    fed += 1
                     if not query.wait_processed(BATCH_TIMEOUT):
                         return query.failure() or f"a batch did not end within {BATCH_TIMEOUT:g}s"
             return None
