@@ -185,3 +185,42 @@ def test_a_sync_commit_waiting_for_its_ack_does_not_hold_the_provider(setup: Set
             process.kill()
             process.wait(timeout=10)
     assert report == {"close_returned_while_commit_waited": "true", "committed_version": "2"}, report
+
+
+def test_one_partitions_sync_wait_holds_up_no_other_partitions_commit(setup: Setup) -> None:
+    """Partition 6's sync commit waits for an ack that does not come (the replica's node paused, node n answers
+    after its 10 s sync timeout); partition 7's commit reaches node n meanwhile (the controller hears of its version
+    2 from n) instead of queueing behind 6's wait on the JVM's one local channel."""
+    import signal
+    import threading
+
+    local = setup.root.parent / "local-n"
+    argv = ["java", "-Xmx256m", "-cp", setup.classpath, "io.statestore.spark.TakeOverCheck", "sync-parallel",
+            str(setup.root), "6", str(local), str(setup.sockets["n"])]  # fmt: skip
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    replica = setup.cluster.processes["m"].popen
+    lines: list[str] = []
+    try:
+        assert process.stdout is not None and process.stdin is not None
+        assert process.stdout.readline().strip() == "warm=true", process.stderr.read()[-4000:] if process.stderr else ""
+        reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in process.stdout), daemon=True)
+        reader.start()
+        replica.send_signal(signal.SIGSTOP)
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        wait_until(lambda: "b_started=true" in lines, 30, "partition 7's commit to start")
+
+        def heard_of_7() -> bool:
+            versions = {p.store.store_id: p.primary_version for p in setup.cluster.status().partitions}
+            return versions.get("0/7/default") == 2
+
+        wait_until(heard_of_7, 8, "node n to report partition 7 at version 2")
+        assert "a_returned=true" not in lines, lines  # partition 6 still waits for its ack
+        replica.send_signal(signal.SIGCONT)
+        wait_until(lambda: "done" in lines, 60, "both commits to return")
+        process.communicate("exit\n", timeout=60)
+    finally:
+        replica.send_signal(signal.SIGCONT)
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)

@@ -26,7 +26,9 @@ import org.slf4j.LoggerFactory;
 /**
  * The provider's side of the local channel to its state node (formats.md section 6). After a commit the
  * provider hands the increment over with {@link #committed}; one sender thread per socket (so one per JVM)
- * sends COMMITTED frames in commit order and reads each REPLY, so a commit waits only in sync mode.
+ * sends COMMITTED frames in commit order and reads each REPLY, so a commit waits only in sync mode. A sync
+ * COMMITTED is sent on a connection of its own ({@link #dispatchSync}): one partition's wait for its replica's ack
+ * holds up no other partition's frames.
  *
  * <p>A dead or slow node never fails the query: the increment is already durable in the checkpoint
  * location. A failure is logged, the connection dropped, and a later commit reconnects (starting the
@@ -45,6 +47,13 @@ final class LocalChannel {
   private static final Map<File, LocalChannel> CHANNELS = new HashMap<>();
   private static final ScheduledExecutorService DEADLINES = Executors.newSingleThreadScheduledExecutor(r -> {
     Thread t = new Thread(r, "statestore-local-channel-deadline");
+    t.setDaemon(true);
+    return t;
+  });
+
+  /** Threads that hand sync commits to the node, each on its own connection (one per partition waiting). */
+  private static final java.util.concurrent.ExecutorService SYNC_SENDERS = Executors.newCachedThreadPool(r -> {
+    Thread t = new Thread(r, "statestore-local-channel-sync");
     t.setDaemon(true);
     return t;
   });
@@ -392,6 +401,10 @@ final class LocalChannel {
       }
       sending = p;
       queuedBytes.addAndGet(-p.bytes());
+      if (p.sync() && !p.notice() && dispatchSync(p)) {
+        sending = null;
+        continue;
+      }
       ChannelFrames.Reply reply = null;
       try {
         reply = send(p);
@@ -414,6 +427,45 @@ final class LocalChannel {
       sending = null;
       p.done().complete(reply);
     }
+  }
+
+  /**
+   * A sync COMMITTED goes on a connection of its own, written and answered on a thread of {@link #SYNC_SENDERS},
+   * so that the frames queued after it (other partitions' commits and notices) do not wait behind its replica's
+   * ack, up to the node's sync timeout (the node answers each connection in its own thread). Its partition sends
+   * nothing more before the answer: the commit returns only then, and its LOAD report is queued after it. The node
+   * must be up (this thread connects, starting the sidecar if need be); false when it is not, and the frame then
+   * takes the ordinary path, which reports why.
+   */
+  private boolean dispatchSync(Pending p) {
+    if (sidecar != null && sidecar.runsOtherThan(p.spec())) return false;
+    SocketChannel own;
+    try {
+      if (connection == null) connection = connect(p.spec());
+      own = open();
+    } catch (IOException | RuntimeException e) {
+      return false;
+    }
+    SYNC_SENDERS.execute(() -> {
+      ChannelFrames.Reply reply = null;
+      ScheduledFuture<?> deadline = DEADLINES.schedule(() -> closeQuietly(own), SYNC_WAIT_MS, TimeUnit.MILLISECONDS);
+      try {
+        ByteBuffer frame = p.frame();
+        while (frame.hasRemaining()) own.write(frame);
+        reply = ChannelFrames.readReply(own);
+        if (reply.status() == ChannelFrames.STATUS_REFUSED) {
+          LOG.warn("statestore: state node refused the {} of {}: {}", p.what(), p.storeId(), reply.message());
+        }
+      } catch (IOException | RuntimeException e) {
+        LOG.warn("statestore: the sync {} of {} not answered by the state node at {}: {}", p.what(), p.storeId(),
+            socket, e.toString());
+      } finally {
+        deadline.cancel(false);
+        closeQuietly(own);
+        p.done().complete(reply);
+      }
+    });
+    return true;
   }
 
   private ChannelFrames.Reply send(Pending p) throws IOException {

@@ -436,18 +436,22 @@ public final class StatestoreProvider implements StateStoreProvider {
     // A sync commit's wait for a replica's ack happens after the commit, outside this provider's monitor: the
     // close, a successor's take-over and the background snapshot need it meanwhile.
     Committed committed = commitLocked(store);
-    if (committed.synced() != null) LocalChannel.awaitSync(committed.synced(), storeIdString, committed.version());
+    if (committed.synced() != null) {
+      LocalChannel.awaitSync(committed.synced(), storeIdString, committed.version());
+      committed.report().run(); // the LOAD report follows its version's COMMITTED, as the node expects
+    }
     return committed.version();
   }
 
   /** A version committed, and the node's answer to wait for when replication is sync (else null). */
-  private record Committed(long version, CompletableFuture<ChannelFrames.Reply> synced) {}
+  private record Committed(long version, CompletableFuture<ChannelFrames.Reply> synced, Runnable report) {}
 
   /** The commit under the monitor. */
   private synchronized Committed commitLocked(LocalStore store) {
     Faults.at(settings.faultsFile, "commit", storeId.partitionId(), storeIdString);
     long start = System.nanoTime();
     CompletableFuture<ChannelFrames.Reply> synced = null;
+    Runnable report = () -> {};
     try {
       Increment inc = store.prepareCommit();
       // Loaded older than what the checkpoint location held: this commit rewrites history (formats.md 5, 6).
@@ -471,10 +475,17 @@ public final class StatestoreProvider implements StateStoreProvider {
         LAST_OWNER.put(partitionKey(), this);
         CompletableFuture<ChannelFrames.Reply> answer = channel.committed(storeIdString, checkpoint.dir.toString(),
             inc.version, rewritesHistory, bytes, settings.syncReplication, sidecarSpec);
-        if (settings.syncReplication) synced = answer;
-        channel.load(storeIdString, checkpoint.dir.toString(), inc.version,
-            (System.nanoTime() - batchStartNanos) / 1_000_000, inc.size, store.sstBytes(), executorCores(),
-            sidecarSpec);
+        long taskMillis = (System.nanoTime() - batchStartNanos) / 1_000_000;
+        long rows = inc.size;
+        long stateBytes = store.sstBytes();
+        LocalChannel to = channel;
+        report = () -> to.load(storeIdString, checkpoint.dir.toString(), inc.version, taskMillis, rows, stateBytes,
+            executorCores(), sidecarSpec);
+        if (settings.syncReplication) {
+          synced = answer; // a sync COMMITTED is answered on its own connection: the report waits for the answer
+        } else {
+          report.run();
+        }
       }
       Faults.at(settings.faultsFile, "committed", storeId.partitionId(), storeIdString);
       long end = System.nanoTime();
@@ -486,7 +497,7 @@ public final class StatestoreProvider implements StateStoreProvider {
             lastCommit.prepareMs(), lastCommit.encodeMs(), lastCommit.writeMs(), (end - written) / 1_000_000,
             inc.size, bytes.length);
       }
-      return new Committed(inc.version, synced);
+      return new Committed(inc.version, synced, report);
     } catch (IOException | RocksDBException | RuntimeException e) {
       localDirty = true;
       throw new IllegalStateException("statestore: commit of store " + storeIdString + " failed: " + e.getMessage(), e);

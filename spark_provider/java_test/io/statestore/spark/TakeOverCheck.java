@@ -277,6 +277,45 @@ public final class TakeOverCheck {
     out("committed_version", version.get());
   }
 
+  /**
+   * {@code sync-parallel}: with sync replication, partitions {@code partition} (A) and {@code partition + 1} (B)
+   * commit version 1 (acked); the check prints {@code warm=true} and waits for a line on stdin (the test pauses
+   * the replica's node meanwhile). A's commit of version 2 then waits for an ack that does not come; once it does,
+   * B commits version 2 ({@code b_started=true}). The test checks that the node heard of B's version 2 while A
+   * still waited ({@code a_returned=true} comes later): one partition's sync wait holds up no other's commits.
+   */
+  private static void syncParallel(String root, int partition, String localDir, String socket) throws Exception {
+    StatestoreProvider a = provider(root, partition, localDir, socket, true);
+    StatestoreProvider b = provider(root, partition + 1, localDir, socket, true);
+    for (StatestoreProvider provider : new StatestoreProvider[] {a, b}) {
+      StateStore first = provider.getStore(0, scala.Option.empty(), false, false);
+      put(first, "a", "1");
+      first.commit();
+    }
+    out("warm", true);
+    System.out.flush();
+    new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+    StateStore storeA = a.getStore(1, scala.Option.empty(), false, false);
+    StateStore storeB = b.getStore(1, scala.Option.empty(), false, false);
+    put(storeA, "b", "2");
+    put(storeB, "b", "2");
+    Thread taskA = new Thread(() -> {
+      storeA.commit();
+      out("a_returned", true);
+      System.out.flush();
+    });
+    taskA.start();
+    while (taskA.isAlive() && !committing(a)) Thread.sleep(10);
+    Thread taskB = new Thread(storeB::commit);
+    taskB.start();
+    out("b_started", true);
+    System.out.flush();
+    taskA.join();
+    taskB.join();
+    a.close();
+    b.close();
+  }
+
   /** Whether the provider's commit left its monitor (its writer closed: the sync wait follows). */
   private static boolean committing(StatestoreProvider provider) throws ReflectiveOperationException {
     java.lang.reflect.Field f = StatestoreProvider.class.getDeclaredField("writerOpen");
@@ -298,6 +337,7 @@ public final class TakeOverCheck {
       case "close-under-task" -> closeWaits(root, partition, localDir, socket);
       case "close-own-thread" -> closeOwnThread(root, partition, localDir, socket);
       case "sync-close" -> syncClose(root, partition, localDir, socket);
+      case "sync-parallel" -> syncParallel(root, partition, localDir, socket);
       default -> throw new IllegalArgumentException("unknown mode " + mode);
     }
     System.out.println("done");
