@@ -39,10 +39,12 @@ def cluster(tmp_path: Path, faults: Path) -> Iterator[Cluster]:
                     send_cont(process)  # a paused process must be able to die
 
 
-def caught_up(cluster: Cluster, primary: Primary, node: str = "b", timeout: float = 60) -> None:
+def caught_up(
+    cluster: Cluster, primary: Primary, node: str = "b", timeout: float = 60, store_id: str = STORE
+) -> None:
     last = primary.store.version
-    wait_until(lambda: cluster.held(node, STORE) == last, timeout, f"{node} at version {last}")
-    assert replica_digest(cluster.data_dir(node), STORE) == (last, primary.digest())
+    wait_until(lambda: cluster.held(node, store_id) == last, timeout, f"{node} at version {last}")
+    assert replica_digest(cluster.data_dir(node), store_id) == (last, primary.digest())
 
 
 def fired(cluster: Cluster, name: str, point: str) -> bool:
@@ -85,6 +87,29 @@ def test_a_replica_paused_before_its_ack_is_declared_dead_then_resumes(
         caught_up(cluster, primary)
     finally:
         primary.close()
+
+
+def test_a_slow_partition_holds_up_no_other_partition_on_the_same_link(
+    cluster: Cluster, faults: Path, tmp_path: Path
+) -> None:
+    """Node b takes 8 s to apply partition 0's next increment (a stand-in for a catch-up or a bootstrap); partition
+    1's increment, shipped after it on the same link from node a, is applied meanwhile (before, it waited behind)."""
+    slow = Primary(tmp_path / "slow", STORE, cluster.addresses["a"])
+    other = Primary(tmp_path / "other", "7/1/default", cluster.addresses["a"])
+    try:
+        slow.commit_and_ship(1, sync=True)
+        other.commit_and_ship(1, sync=True)
+        faults.write_text("apply delay 8000 0\n")  # partition 0 only: the slow one's
+        slow.commit_and_ship(1)
+        wait_until(lambda: fired(cluster, "b", "apply"), 10, "b to start its slow apply")
+        other.commit_and_ship(1)
+        wait_until(lambda: cluster.held("b", "7/1/default") == 2, 5, "partition 1's version 2 on b")
+        assert cluster.held("b", STORE) == 1  # partition 0's apply still under way
+        caught_up(cluster, slow)
+        caught_up(cluster, other, store_id="7/1/default")
+    finally:
+        slow.close()
+        other.close()
 
 
 def test_a_shipment_the_primarys_node_fails_is_refused_and_the_replica_catches_up(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import queue
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from statestore.node.bootstrap import stream_snapshot
 from statestore.node.catch_up import increment_bytes_for_pull
 from statestore.node.increment_log import IncrementLog
 from statestore.node.logs import log_event
+from statestore.node.partition_lanes import PartitionLanes
 from statestore.node.replica import ReplicaSet
 from statestore.node.settings import NodeSettings
 from statestore.node.shipper import Shipper
@@ -25,6 +28,8 @@ from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
 from statestore.snapshot import manifest_of, read_manifest
 
 _log = logging.getLogger("statestore.node.service")
+# Threads a replica link's partitions are handled on at once (each partition's increments in order).
+_SHIP_LANES = 4
 
 
 class ReplicationService(replication_pb2_grpc.ReplicationServicer):
@@ -48,11 +53,7 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         """Whether Pull and Bootstrap may read this partition's increments or snapshots here: only one this node
         is primary of, holds a replica of, or shipped increments of lately, never any checkpoint location a
         caller names (docs/security.md)."""
-        return (
-            self._is_primary(store)
-            or self._replicas.get(store) is not None
-            or self._log.has(partition_key(store))
-        )
+        return self._is_primary(store) or self._replicas.get(store) is not None or self._log.has(partition_key(store))
 
     def _not_served(self, store: common_pb2.StoreRef) -> str:
         return (
@@ -73,34 +74,59 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
     def Ship(
         self, request_iterator: Iterator[replication_pb2.ShipRequest], context: grpc.ServicerContext
     ) -> Iterator[replication_pb2.ShipAck]:
-        """Receive increments and ack, for each, the version held of its partition."""
-        for request in request_iterator:
-            blob = request.increment
-            problem = store_ref_problem(blob.store) or _version_problem(blob.version, "increment.version")
-            if problem:
-                yield self._failed(blob, f"refused: {problem}")
-                continue
-            if self._is_primary(blob.store):
-                # A late shipment of a former primary (demoted, or not told yet): this node's own store is the
-                # partition now, and a replica built from that stream could hold the history it abandoned.
-                yield self._failed(blob, f"{self._settings.identity} is the primary of {blob.store.store_id} now")
-                continue
-            if self._replicas.get(blob.store) is None and self._awaits_local_release(blob.store):
-                # A hand-over moved the partition away and its store here is still open in the provider: it
-                # becomes this replica when Spark closes it (DEMOTE), at the cost of nothing; the shipper
-                # retries meanwhile, and the replica fills whatever it missed once adopted.
-                awaited = f"{self._settings.identity} awaits its provider's store of {blob.store.store_id} (DEMOTE)"
-                yield self._failed(blob, awaited)
-                continue
-            replica = self._replicas.get_or_create(blob.store)
-            receipt = replica.receive(blob, request.primary_address)
-            yield replication_pb2.ShipAck(
-                held=common_pb2.VersionHeld(store=replica.ref, version=receipt.held),
-                version=blob.version,
-                status=receipt.outcome.value,
-                replica_node=self._settings.identity,
-                detail=receipt.detail,
-            )
+        """Receive increments and ack, for each, the version held of its partition. Each partition's increments
+        are handled in order, different partitions' side by side (`PartitionLanes`): a slow one (a catch-up, a
+        bootstrap) holds up no other partition of the link. Acks of different partitions may so come out of
+        order; each names its partition and version."""
+        acks: queue.SimpleQueue[replication_pb2.ShipAck | None] = queue.SimpleQueue()
+        lanes = PartitionLanes(_SHIP_LANES, "ship-lane")
+
+        def handle(request: replication_pb2.ShipRequest) -> None:
+            try:
+                acks.put(self._receive(request))
+            except Exception as exc:  # every request gets its ack, whatever went wrong
+                log_event(_log, "ship_failed", logging.ERROR, store=request.increment.store.store_id, error=repr(exc))
+                acks.put(self._failed(request.increment, f"{self._settings.identity} failed: {exc!r}"))
+
+        def read() -> None:
+            try:
+                for request in request_iterator:
+                    lanes.submit(partition_key(request.increment.store), lambda r=request: handle(r))
+            except Exception as exc:  # the stream ended badly (the primary's node went away)
+                log_event(_log, "ship_stream_ended", error=repr(exc))
+            finally:
+                lanes.shutdown()
+                acks.put(None)
+
+        threading.Thread(target=read, name="ship-reader", daemon=True).start()
+        while (ack := acks.get()) is not None:
+            yield ack
+
+    def _receive(self, request: replication_pb2.ShipRequest) -> replication_pb2.ShipAck:
+        """Take one shipped increment into its replica (or say why not)."""
+        blob = request.increment
+        problem = store_ref_problem(blob.store) or _version_problem(blob.version, "increment.version")
+        if problem:
+            return self._failed(blob, f"refused: {problem}")
+        if self._is_primary(blob.store):
+            # A late shipment of a former primary (demoted, or not told yet): this node's own store is the
+            # partition now, and a replica built from that stream could hold the history it abandoned.
+            return self._failed(blob, f"{self._settings.identity} is the primary of {blob.store.store_id} now")
+        if self._replicas.get(blob.store) is None and self._awaits_local_release(blob.store):
+            # A hand-over moved the partition away and its store here is still open in the provider: it
+            # becomes this replica when Spark closes it (DEMOTE), at the cost of nothing; the shipper
+            # retries meanwhile, and the replica fills whatever it missed once adopted.
+            awaited = f"{self._settings.identity} awaits its provider's store of {blob.store.store_id} (DEMOTE)"
+            return self._failed(blob, awaited)
+        replica = self._replicas.get_or_create(blob.store)
+        receipt = replica.receive(blob, request.primary_address)
+        return replication_pb2.ShipAck(
+            held=common_pb2.VersionHeld(store=replica.ref, version=receipt.held),
+            version=blob.version,
+            status=receipt.outcome.value,
+            replica_node=self._settings.identity,
+            detail=receipt.detail,
+        )
 
     def Pull(
         self, request: replication_pb2.PullRequest, context: grpc.ServicerContext

@@ -61,9 +61,11 @@ class _Shipment:
 
 @dataclass
 class _Sent:
-    """A request on the current stream, waiting for its ack (acks come one per request, in order)."""
+    """A request on the current stream, waiting for its ack (one per request; in order within a partition, not
+    across partitions: the replica's node handles a link's partitions side by side)."""
 
     key: str  # partition key (statestore.partition_key)
+    version: int
     flagged: bool
     stale: bool = False  # sent before a rewrite of its partition: its ack may describe abandoned history
 
@@ -199,7 +201,7 @@ class ReplicaLink:
                 shipment = self._pending.popleft()
                 self._unacked[(shipment.key, shipment.version)] = shipment
                 flagged = shipment.key in self._rewrites
-                self._sent.append(_Sent(shipment.key, flagged))
+                self._sent.append(_Sent(shipment.key, shipment.version, flagged))
             yield replication_pb2.ShipRequest(
                 increment=common_pb2.IncrementBlob(
                     store=shipment.store,
@@ -233,7 +235,7 @@ class ReplicaLink:
         key = partition_key(ack.held.store)
         with self._cond:
             held = ack.held.version
-            sent = self._sent.popleft() if self._sent else None
+            sent = self._answered(key, ack.version)
             failed = self._unacked.pop((key, ack.version), None) if ack.status == replication_pb2.ACK_FAILED else None
             if failed is not None:
                 attempt = self._attempts.pop((key, ack.version), 0) + 1
@@ -261,6 +263,15 @@ class ReplicaLink:
                 held=held,
                 detail=ack.detail,
             )
+
+    def _answered(self, key: str, version: int) -> _Sent | None:
+        """The request an ack of `version` of partition `key` answers, taken off the stream's list (call with the
+        lock held); the oldest request when none matches (a replica that echoes another partition or version)."""
+        for index, sent in enumerate(self._sent):
+            if sent.key == key and sent.version == version:
+                del self._sent[index]
+                return sent
+        return self._sent.popleft() if self._sent else None
 
     def _run(self) -> None:
         backoff = self._settings.retry_initial_backoff
