@@ -278,3 +278,22 @@ def _replicas(cluster: Cluster) -> list[str]:
         if partition.store.store_id == STORE:
             return [r.node_id for r in partition.replicas]
     return []
+
+
+def test_a_node_back_at_its_address_after_its_silence_counts_as_a_false_death(caplog) -> None:
+    import logging
+
+    clock = FakeClock()
+    membership = Membership(dead_after=3.0, clock=clock)
+    _beat(membership, "a", [])
+    clock.now += 2.0  # late, still alive
+    _beat(membership, "a", [])
+    clock.now += 5.0  # dead meanwhile, back at the same address: the same process paused
+    caplog.set_level(logging.INFO)
+    _beat(membership, "a", [])
+    assert membership.false_deaths == 1
+    clock.now += 5.0  # back at another address: a restarted node, not a false death
+    membership.heartbeat(control_pb2.HeartbeatRequest(node=control_pb2.NodeRef(node_id="a", address="a:2")))
+    assert membership.false_deaths == 1
+    events = [r.getMessage() for r in caplog.records if r.name == "statestore.controller.membership"]
+    assert any("node_back" in e for e in events) and any("node_restarted" in e for e in events), events

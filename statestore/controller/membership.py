@@ -15,16 +15,23 @@ is kept until that partition shows up or is forgotten in turn.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from statestore.node.logs import log_event
 from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, control_pb2
 
 # Commit times closer than this are a tie (heartbeat transit and clock granularity blur them).
 _SAME_COMMIT_SECONDS = 0.05
+
+
+_log = logging.getLogger("statestore.controller.membership")
+# A heartbeat this much later than the previous one is logged (nodes beat every 0.5 s by default).
+_LATE_HEARTBEAT_SECONDS = 1.5
 
 
 @dataclass
@@ -74,6 +81,7 @@ class Membership:
         self, dead_after: float, clock: Callable[[], float] = time.monotonic, forget_after: float = 60.0
     ) -> None:
         self.dead_after = dead_after
+        self.false_deaths = 0  # nodes declared dead by silence that came back at the same address
         self.forget_after = forget_after
         self._clock = clock
         self._nodes: dict[str, NodeRecord] = {}
@@ -92,12 +100,36 @@ class Membership:
             if record is None:
                 record = self._nodes[node.node_id] = NodeRecord(node.node_id, node.address, self._clock(), node.rack)
             else:
+                self._note_silence(record, node.address)
                 record.address = node.address
                 record.rack = node.rack
                 record.last_seen = self._clock()
             record.executor_id = node.executor_id
             record.executor_host = node.executor_host
             record.executor_cores = node.executor_cores
+
+    def _note_silence(self, record: NodeRecord, address: str) -> None:
+        """Log a heartbeat that comes late (call with the lock held). Past `dead_after` the node was dead to the
+        controller meanwhile: at the same address it is the same process back (a false death, counted in
+        `false_deaths`: a pause, a busy machine), at another a restarted node."""
+        silent = self._clock() - record.last_seen
+        if silent <= _LATE_HEARTBEAT_SECONDS:
+            return
+        if silent <= self.dead_after:
+            log_event(_log, "heartbeat_late", node=record.node_id, silent_seconds=round(silent, 2))
+        elif address == record.address:
+            self.false_deaths += 1
+            log_event(
+                _log,
+                "node_back",
+                logging.WARNING,
+                node=record.node_id,
+                silent_seconds=round(silent, 2),
+                dead_after=self.dead_after,
+                false_deaths=self.false_deaths,
+            )
+        else:
+            log_event(_log, "node_restarted", node=record.node_id, silent_seconds=round(silent, 2), address=address)
 
     def now(self) -> float:
         """The controller's clock (monotonic seconds)."""
