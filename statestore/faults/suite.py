@@ -147,7 +147,7 @@ class Suite:
         batches = _with_input(query.progress)
         durations = [p["durationMs"]["triggerExecution"] for p in batches]
         steady = statistics.median(durations[1:warm] or durations[:1] or [0])
-        result.stall_ms = int(max([d - steady for d in durations[warm:]] or [0]))
+        result.stall_ms = max(0, int(max([d - steady for d in durations[warm:]] or [0])))
         result.checkpoint_loads = sum(_checkpoint_loads(p) for p in batches[warm:])
         wrong = comparison.differing or comparison.lost_updates or comparison.duplicated_updates
         if error is not None:
