@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_node_harness import Cluster, Primary, free_port, replica_digest, wait_until
+from test_node_harness import Cluster, Primary, free_port, replica_digest, running_cluster, wait_until
 
 from statestore.faults.link_faults import LINK_FAULTS_ENV
 from statestore.faults.proxy import FaultProxy
@@ -121,12 +121,7 @@ def test_a_node_told_by_the_link_faults_file_proxies_its_inbound_links(
     proxy in front of its port that follows the file: `cut` stops b's replica, `pass` lets it catch up exactly."""
     links = tmp_path / "links"
     monkeypatch.setenv(LINK_FAULTS_ENV, str(links))
-    cluster = Cluster(tmp_path, q=1, dead_after=3.0)
-    try:
-        cluster.start_controller()
-        cluster.start_node("a")
-        cluster.start_node("b")
-        cluster.wait_groups(2)
+    with running_cluster(tmp_path, ("a", "b"), 1, dead_after=3.0) as cluster:
         advertised = {n.node.node_id: n.node.address for n in cluster.status().nodes}
         assert advertised["b"] != cluster.addresses["b"], advertised  # the proxy's address, not the port's
         primary = Primary(tmp_path, STORE, cluster.addresses["a"])
@@ -143,8 +138,3 @@ def test_a_node_told_by_the_link_faults_file_proxies_its_inbound_links(
             caught_up(cluster, primary)
         finally:
             primary.close()
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.close()

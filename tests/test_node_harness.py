@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from statestore.checkpoint_location import CheckpointLocation
 from statestore.options import StoreOptions
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc, replication_pb2, replication_pb2_grpc
 from statestore.store import VersionedStore
+from statestore.waiting import wait_for
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 HEARTBEAT = 0.1
@@ -39,15 +39,11 @@ def free_port() -> int:
 
 
 def wait_until(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    """Poll `condition` until it returns a truthy value; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
+    """Poll `condition` until it returns a truthy value; fail the test after `timeout` seconds."""
+    try:
+        return wait_for(condition, timeout, what, 0.05)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
 
 
 def statestore_command(*args: str) -> list[str]:

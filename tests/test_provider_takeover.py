@@ -158,6 +158,19 @@ def test_a_close_from_the_tasks_own_thread_does_not_wait_for_itself(setup: Setup
     assert setup.location(3).increment_versions() == [1]
 
 
+def let_exit(process: subprocess.Popen, replica: subprocess.Popen) -> None:
+    """Resume the paused replica's node, let TakeOverCheck exit (killed if it does not)."""
+    import signal
+
+    replica.send_signal(signal.SIGCONT)
+    if process.poll() is None:
+        try:
+            process.communicate("exit\n", timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
 def test_a_sync_commit_waiting_for_its_ack_does_not_hold_the_provider(setup: Setup) -> None:
     import signal
 
@@ -178,12 +191,8 @@ def test_a_sync_commit_waiting_for_its_ack_does_not_hold_the_provider(setup: Set
                 break
             name, _, value = line.strip().partition("=")
             report[name] = value
-        process.communicate("exit\n", timeout=60)
     finally:
-        replica.send_signal(signal.SIGCONT)
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
+        let_exit(process, replica)
     assert report == {"close_returned_while_commit_waited": "true", "committed_version": "2"}, report
 
 
@@ -218,9 +227,5 @@ def test_one_partitions_sync_wait_holds_up_no_other_partitions_commit(setup: Set
         assert "a_returned=true" not in lines, lines  # partition 6 still waits for its ack
         replica.send_signal(signal.SIGCONT)
         wait_until(lambda: "done" in lines, 60, "both commits to return")
-        process.communicate("exit\n", timeout=60)
     finally:
-        replica.send_signal(signal.SIGCONT)
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
+        let_exit(process, replica)

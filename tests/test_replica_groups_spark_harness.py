@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from statestore.checkpoint_location import CheckpointLocation
 from statestore.options import StoreOptions
 from statestore.rpc import control_pb2, control_pb2_grpc
 from statestore.store import META_COLUMN_FAMILY
+from statestore.waiting import wait_for
 
 SHUFFLE_PARTITIONS = 4
 EXECUTORS = 3
@@ -41,15 +41,11 @@ CONTROLLER_KEY = "spark.sql.streaming.stateStore.statestore.controller"
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
-    """Poll `condition` until it returns a truthy value; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    """Poll `condition` until it returns a truthy value; fail the test after `timeout` seconds."""
+    try:
+        return wait_for(condition, timeout, what, interval)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
 
 
 _DEFAULT_CONF = {"spark.dynamicAllocation.enabled": "false", "spark.decommission.enabled": "false"}

@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from statestore import auth
 from statestore.faults.proxy import FaultProxy
 from statestore.faults.suite_query import SuiteQuery
 from statestore.rpc import control_pb2, control_pb2_grpc
+from statestore.waiting import wait_for
 
 FAULTS_KEY = "spark.sql.streaming.stateStore.statestore.faultsFile"
 CONTROLLER_KEY = "spark.sql.streaming.stateStore.statestore.controller"
@@ -42,18 +44,6 @@ SPARK_CONF = {
     "spark.dynamicAllocation.enabled": "false",
     "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
 }
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    """The first truthy value of `condition()`, polled until `timeout` seconds; TimeoutError naming `what`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout:g}s")
-        time.sleep(interval)
 
 
 def links_file(faults_file: Path) -> Path:
@@ -101,6 +91,7 @@ class Rig:
     controller: str
     pause_seconds: float = 6.0
     _stopped_since: dict[int, float] = field(default_factory=dict)
+    _mounts: list[Path] = field(default_factory=list)
 
     @property
     def proxy(self) -> FaultProxy:
@@ -194,6 +185,36 @@ class Rig:
                 if entry.name != "node.log":
                     _remove(entry)
 
+    def fill_disk(self, node_id: str, size_kib: int = 512, left_kib: int = 32) -> Path:
+        """Kill node `node_id` and give its data directory a filesystem of its own, `size_kib` KiB, all but
+        `left_kib` KiB of it taken by a filler file: the node its executor restarts there runs out of space
+        soon (a replica's disk full). Needs root (a tmpfs mount); raises PermissionError naming what failed."""
+        pid = self.node_pid(node_id)
+        data_dir = local_cluster.sidecar_data_dir(pid)
+        if data_dir is None:
+            raise LookupError(f"state node {node_id} exited before its disk could be filled")
+        self.kill_node(node_id, empty=True)
+        _remove(data_dir / "node.log")
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(data_dir)], capture_output=True, text=True
+        )
+        if mounted.returncode != 0:
+            raise PermissionError(f"cannot mount a small filesystem on {data_dir}: {mounted.stderr.strip()}")
+        self._mounts.append(data_dir)
+        (data_dir / "filler").write_bytes(b"\0" * ((size_kib - left_kib) * 1024))
+        return data_dir
+
+    def release_disks(self) -> None:
+        """Undo `fill_disk`: kill the nodes on the small filesystems, unmount them (their executors restart
+        their nodes on the real disk)."""
+        while self._mounts:
+            data_dir = self._mounts.pop()
+            for node_id, pid in local_cluster.sidecar_pids(self.local_dir).items():
+                if local_cluster.sidecar_data_dir(pid) == data_dir:
+                    with contextlib.suppress(LookupError, TimeoutError, ProcessLookupError):
+                        self.kill_node(node_id)
+            subprocess.run(["umount", "-l", str(data_dir)], capture_output=True)
+
     def resume_paused(self, older_than: float) -> list[int]:
         """SIGCONT every stopped executor JVM and sidecar stopped for `older_than` seconds or more (a `pause`
         fault stands for a long GC pause or a frozen VM, not a dead process)."""
@@ -236,12 +257,14 @@ class Rig:
         self.proxy.set("pass")
         self.set_links("pass")
         self.resume_paused(0)
+        self.release_disks()
         wait_for(lambda: len(local_cluster.executor_pids()) >= EXECUTORS, timeout, f"{EXECUTORS} executors running")
         wait_for(
             lambda: set(local_cluster.executor_pids()) <= self.alive_nodes(), timeout, "every executor's node alive"
         )
 
     def stop(self) -> None:
+        self.release_disks()
         self.disarm()
         self.set_links("pass")
         self.resume_paused(0)

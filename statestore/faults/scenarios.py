@@ -83,6 +83,14 @@ def _kill_node(role: str, empty: bool = False, line: str = "") -> Inject:
     return inject
 
 
+def _replica_disk_full(rig: Rig, query: SuiteQuery) -> None:
+    """The node holding partition 0's replica restarted on a disk with 32 KiB left."""
+    holders = rig.replica_holders(query, PARTITION)
+    if not holders:
+        raise LookupError("partition 0 has no replica holder")
+    rig.fill_disk(holders[0])
+
+
 def _two_at_once(rig: Rig, query: SuiteQuery) -> None:
     """The executor primary of partition 0 and the node holding partition 0's replica, killed together."""
     primary = rig.primary_of(query, PARTITION)
@@ -268,6 +276,7 @@ def _matrix() -> list[Scenario]:
                 ("reorder", "reorder every 4th chunk", "reorder 4", 10),
             )
         ),
+        Scenario("replica-disk-full", "disk full (32 KiB left)", "state node of a replica", _replica_disk_full),
         Scenario(
             "corrupt-increment",
             "bytes flipped + executor kill",

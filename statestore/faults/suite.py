@@ -28,9 +28,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statestore.faults.rig import Rig, start_session, wait_for
+from statestore.faults.rig import Rig, start_session
 from statestore.faults.scenarios import Scenario
 from statestore.faults.suite_query import SuiteQuery, committed_batches, compare
+from statestore.waiting import wait_for
 
 AFTER_BATCHES = 3
 MAX_AFTER_BATCHES = 15

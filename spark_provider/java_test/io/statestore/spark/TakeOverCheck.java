@@ -243,6 +243,18 @@ public final class TakeOverCheck {
     out("aborted", true);
   }
 
+  /** Commits version 1 of each provider (acked: sync), prints {@code warm=true}, waits for a line on stdin. */
+  private static void warmThenWait(StatestoreProvider... providers) throws Exception {
+    for (StatestoreProvider provider : providers) {
+      StateStore first = provider.getStore(0, scala.Option.empty(), false, false);
+      put(first, "a", "1");
+      first.commit();
+    }
+    out("warm", true);
+    System.out.flush();
+    new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+  }
+
   /**
    * {@code sync-close}: with sync replication, version 1 is committed (acked by the replica); the check prints
    * {@code warm=true} and waits for a line on stdin (the test pauses the replica's node meanwhile); a task's commit
@@ -252,12 +264,7 @@ public final class TakeOverCheck {
    */
   private static void syncClose(String root, int partition, String localDir, String socket) throws Exception {
     StatestoreProvider provider = provider(root, partition, localDir, socket, true);
-    StateStore first = provider.getStore(0, scala.Option.empty(), false, false);
-    put(first, "a", "1");
-    first.commit();
-    out("warm", true);
-    System.out.flush();
-    new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+    warmThenWait(provider);
     StateStore store = provider.getStore(1, scala.Option.empty(), false, false);
     put(store, "b", "2");
     AtomicLong committedAt = new AtomicLong();
@@ -287,14 +294,7 @@ public final class TakeOverCheck {
   private static void syncParallel(String root, int partition, String localDir, String socket) throws Exception {
     StatestoreProvider a = provider(root, partition, localDir, socket, true);
     StatestoreProvider b = provider(root, partition + 1, localDir, socket, true);
-    for (StatestoreProvider provider : new StatestoreProvider[] {a, b}) {
-      StateStore first = provider.getStore(0, scala.Option.empty(), false, false);
-      put(first, "a", "1");
-      first.commit();
-    }
-    out("warm", true);
-    System.out.flush();
-    new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+    warmThenWait(a, b);
     StateStore storeA = a.getStore(1, scala.Option.empty(), false, false);
     StateStore storeB = b.getStore(1, scala.Option.empty(), false, false);
     put(storeA, "b", "2");
