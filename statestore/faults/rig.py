@@ -204,6 +204,16 @@ class Rig:
         (data_dir / "filler").write_bytes(b"\0" * ((size_kib - left_kib) * 1024))
         return data_dir
 
+    def disk_full_hit(self) -> bool:
+        """Whether a node on a filled disk (`fill_disk`) ran out of space: its log (on that disk, or its
+        executor's) says so."""
+        for data_dir in self._mounts:
+            log = data_dir / "node.log"
+            text = log.read_text(errors="replace") if log.exists() else ""
+            if "No space left" in text or "ENOSPC" in text or "Errno 28" in text:
+                return True
+        return False
+
     def release_disks(self) -> None:
         """Undo `fill_disk`: kill the nodes on the small filesystems, unmount them (their executors restart
         their nodes on the real disk)."""

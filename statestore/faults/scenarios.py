@@ -40,6 +40,8 @@ class Scenario:
     may_refuse: str = ""
     armed: bool = False  # the scenario arms a fault point: it passes only if the point fired
     warm_batches: int = 3  # batches before the fault
+    # What shows the fault took effect where no fault point fires (a disk that filled up); None: nothing to show.
+    took_effect: Callable[[Rig], bool] | None = None
 
 
 def _arm(line: str) -> Inject:
@@ -89,6 +91,23 @@ def _replica_disk_full(rig: Rig, query: SuiteQuery) -> None:
     if not holders:
         raise LookupError("partition 0 has no replica holder")
     rig.fill_disk(holders[0])
+
+
+def _lagging_replica_fails_over(point: str) -> Inject:
+    """Arm `<point> kill 0`, slow every link into the nodes by 3 s, run one batch and kill the executor primary of
+    partition 0 at once: its replica holder's copy lacks the last increment (still on the slow link), so the load
+    that fails the partition over reads it from the checkpoint location (`last-increment`) and, with partial
+    merge, applies it under the batch's writes (`last-increment-apply`), where the armed point kills again."""
+
+    def inject(rig: Rig, query: SuiteQuery) -> None:
+        rig.arm(f"{point} kill 0")
+        rig.set_links("delay 3000")
+        query.feed(1)
+        if not query.wait_processed(120):
+            raise RuntimeError(f"the batch before the kill did not end: {query.failure() or 'timeout'}")
+        rig.kill_executor(rig.primary_of(query, PARTITION))
+
+    return inject
 
 
 def _two_at_once(rig: Rig, query: SuiteQuery) -> None:
@@ -158,6 +177,18 @@ def _matrix() -> list[Scenario]:
             "executor-delay-at-commit", "delay 3 s", "executor JVM at commit", _arm("commit delay 3000 0"), armed=True
         ),
         Scenario("executor-pause-at-commit", "pause 6 s", "executor JVM at commit", _arm("commit pause 0"), armed=True),
+        *(
+            Scenario(
+                f"executor-kill-at-{point}",
+                "kill -9 + executor kill",
+                f"executor JVM at {point} (failover from a replica one increment behind)",
+                _lagging_replica_fails_over(point),
+                heal=_heal_links,
+                heal_after=10,
+                armed=True,
+            )
+            for point in ("last-increment", "last-increment-apply")
+        ),
         Scenario(
             "executor-kill-between-batches",
             "kill -9",
@@ -276,7 +307,13 @@ def _matrix() -> list[Scenario]:
                 ("reorder", "reorder every 4th chunk", "reorder 4", 10),
             )
         ),
-        Scenario("replica-disk-full", "disk full (32 KiB left)", "state node of a replica", _replica_disk_full),
+        Scenario(
+            "replica-disk-full",
+            "disk full (32 KiB left)",
+            "state node of a replica",
+            _replica_disk_full,
+            took_effect=Rig.disk_full_hit,
+        ),
         Scenario(
             "corrupt-increment",
             "bytes flipped + executor kill",

@@ -104,7 +104,10 @@ class Suite:
             scenario.inject(rig, query)
             error = self._feed_after(rig, scenario, query)
             query.stop()
-            self._judge(result, scenario, query, error, warm, rig.armed() if scenario.armed else None)
+            unfired = rig.armed() if scenario.armed else None
+            if scenario.took_effect is not None:
+                unfired = not scenario.took_effect(rig)
+            self._judge(result, scenario, query, error, warm, unfired)
         except Exception as exc:  # the scenario itself broke: reported as such, the suite goes on
             result.outcome = "suite error"
             result.detail = f"{exc}\n{traceback.format_exc(limit=3)}"
@@ -165,7 +168,7 @@ class Suite:
             result.passed = True
         if result.fired is False:
             result.passed = False
-            result.outcome += " (fault point not reached)"
+            result.outcome += " (fault point not reached)" if scenario.armed else " (the fault had no effect)"
 
     def _driver_kill(self) -> Result:
         """The driver (and with it the controller, executors and nodes) killed mid-query, the query restarted."""
