@@ -229,3 +229,36 @@ def test_one_partitions_sync_wait_holds_up_no_other_partitions_commit(setup: Set
         wait_until(lambda: "done" in lines, 60, "both commits to return")
     finally:
         let_exit(process, replica)
+
+
+def test_a_sync_commit_is_never_dropped_over_the_local_channels_backlog(setup: Setup) -> None:
+    """Node n paused, partition 8's asynchronous commits fill the local channel's backlog past its bound (1 MiB
+    here): the later ones are dropped (replicas pull them); partition 9's sync commit after them is queued anyway,
+    and reaches node n once it resumes (before, it was dropped too, and silently became asynchronous: node n
+    then held partition 9 at version 1 when its provider closed)."""
+    import signal
+    import threading
+
+    local = setup.root.parent / "local-n"
+    argv = ["java", "-Xmx512m", "-Dstatestore.localChannel.maxQueuedBytes=1048576", "-cp", setup.classpath,
+            "io.statestore.spark.TakeOverCheck", "sync-over-backlog", str(setup.root), "8", str(local),
+            str(setup.sockets["n"])]  # fmt: skip
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    node = setup.cluster.processes["n"].popen
+    lines: list[str] = []
+    try:
+        assert process.stdout is not None and process.stdin is not None
+        assert process.stdout.readline().strip() == "warm=true", process.stderr.read()[-4000:] if process.stderr else ""
+        reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in process.stdout), daemon=True)
+        reader.start()
+        node.send_signal(signal.SIGSTOP)
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        wait_until(lambda: "b_committing=true" in lines, 60, "partition 9's sync commit to start")
+        node.send_signal(signal.SIGCONT)
+        wait_until(lambda: "b_committed=2" in lines, 60, f"partition 9's commit to return ({lines})")
+        released = lambda: [e for e in node_events(setup, 9) if e["event"] == "demoted"]  # noqa: E731
+        # The close after the commit released partition 9 on node n: at version 2, had the commit reached it.
+        assert wait_until(released, 30, "node n to hear of partition 9's close")[-1]["version"] == 2
+    finally:
+        let_exit(process, node)

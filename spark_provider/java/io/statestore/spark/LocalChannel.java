@@ -58,8 +58,9 @@ final class LocalChannel {
     return t;
   });
 
-  /** Increment bytes waiting for the sender beyond which new ones are dropped (replicas pull them). */
-  static final long MAX_QUEUED_BYTES = 256L << 20;
+  /** Increment bytes waiting for the sender beyond which new asynchronous ones are dropped (replicas pull them);
+   * the system property is for tests, which need a backlog without hundreds of MiB. */
+  static final long MAX_QUEUED_BYTES = Long.getLong("statestore.localChannel.maxQueuedBytes", 256L << 20);
   /** How long a sidecar may take to listen on its socket. */
   static final long NODE_START_TIMEOUT_MS = 30_000;
   /** Bound of one request: an asynchronous COMMITTED is answered once verified and queued. */

@@ -316,6 +316,44 @@ public final class TakeOverCheck {
     b.close();
   }
 
+  /**
+   * {@code sync-over-backlog} (run with {@code -Dstatestore.localChannel.maxQueuedBytes=1048576}): partition
+   * {@code partition} (A, asynchronous) and {@code partition + 1} (B, sync) commit version 1; the check prints
+   * {@code warm=true} and waits for a line on stdin (the test pauses the node meanwhile: nothing leaves the queue).
+   * A then commits six increments of about 300 KiB (over the 1 MiB backlog bound: the later ones are dropped, to
+   * be pulled), and B commits version 2 ({@code b_committing=true}); the test resumes the node. Both providers
+   * close after B's commit returns: the node's release of B shows the version it had of it.
+   */
+  private static void syncOverBacklog(String root, int partition, String localDir, String socket) throws Exception {
+    StatestoreProvider a = provider(root, partition, localDir, socket, false);
+    StatestoreProvider b = provider(root, partition + 1, localDir, socket, true);
+    warmThenWait(a, b);
+    java.util.Random random = new java.util.Random(7);
+    for (long v = 1; v <= 6; v++) {
+      StateStore store = a.getStore(v, scala.Option.empty(), false, false);
+      putNoise(store, random, "k" + v);
+      store.commit();
+    }
+    // As large as A's: it would not fit under the bound either.
+    StateStore storeB = b.getStore(1, scala.Option.empty(), false, false);
+    putNoise(storeB, random, "b");
+    out("b_committing", true);
+    System.out.flush();
+    out("b_committed", storeB.commit());
+    System.out.flush();
+    a.close();
+    b.close();
+  }
+
+  /** About 300 KiB of incompressible values under keys {@code <prefix>-<i>}. */
+  private static void putNoise(StateStore store, java.util.Random random, String prefix) {
+    for (int i = 0; i < 300; i++) {
+      byte[] noise = new byte[768];
+      random.nextBytes(noise);
+      put(store, prefix + "-" + i, java.util.Base64.getEncoder().encodeToString(noise));
+    }
+  }
+
   /** Whether the provider's commit left its monitor (its writer closed: the sync wait follows). */
   private static boolean committing(StatestoreProvider provider) throws ReflectiveOperationException {
     java.lang.reflect.Field f = StatestoreProvider.class.getDeclaredField("writerOpen");
@@ -338,6 +376,7 @@ public final class TakeOverCheck {
       case "close-own-thread" -> closeOwnThread(root, partition, localDir, socket);
       case "sync-close" -> syncClose(root, partition, localDir, socket);
       case "sync-parallel" -> syncParallel(root, partition, localDir, socket);
+      case "sync-over-backlog" -> syncOverBacklog(root, partition, localDir, socket);
       default -> throw new IllegalArgumentException("unknown mode " + mode);
     }
     System.out.println("done");
