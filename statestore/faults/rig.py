@@ -205,13 +205,17 @@ class Rig:
         return data_dir
 
     def disk_full_hit(self) -> bool:
-        """Whether a node on a filled disk (`fill_disk`) ran out of space: its log (on that disk, or its
-        executor's) says so."""
+        """Whether a node on a filled disk (`fill_disk`) ran out of space: its log says so, or it wrote all but
+        the last 8 KiB of what was left."""
         for data_dir in self._mounts:
             log = data_dir / "node.log"
             text = log.read_text(errors="replace") if log.exists() else ""
             if "No space left" in text or "ENOSPC" in text or "Errno 28" in text:
                 return True
+            with contextlib.suppress(OSError):
+                stats = os.statvfs(data_dir)
+                if stats.f_bavail * stats.f_frsize < 8 * 1024:
+                    return True
         return False
 
     def release_disks(self) -> None:
@@ -261,16 +265,20 @@ class Rig:
             thread.join(5)
 
     def settle(self, timeout: float = 180.0) -> None:
-        """Back to a healthy cluster between scenarios: nothing armed, nothing paused, the proxy passing,
-        `EXECUTORS` executor JVMs running and each one's node alive in the controller's eyes."""
+        """Back to a healthy cluster between scenarios: nothing armed, nothing paused, no small disk, the proxies
+        passing, `EXECUTORS` executor JVMs running and every running node alive in the controller's eyes."""
         self.disarm()
         self.proxy.set("pass")
         self.set_links("pass")
         self.resume_paused(0)
         self.release_disks()
         wait_for(lambda: len(local_cluster.executor_pids()) >= EXECUTORS, timeout, f"{EXECUTORS} executors running")
+        # Every running node alive in the controller's eyes (a node killed and not restarted yet comes back at its
+        # executor's next commit: a new executor's node starts with the executor).
         wait_for(
-            lambda: set(local_cluster.executor_pids()) <= self.alive_nodes(), timeout, "every executor's node alive"
+            lambda: set(local_cluster.sidecar_pids(self.local_dir)) <= self.alive_nodes(),
+            timeout,
+            "every running state node alive in the controller's eyes",
         )
 
     def stop(self) -> None:

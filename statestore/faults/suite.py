@@ -128,9 +128,9 @@ class Suite:
         try:
             with rig.resuming_paused():
                 fed = 0
-                # An armed point some later step reaches (a re-bootstrap after a node's restart) gets more
-                # batches, up to MAX_AFTER_BATCHES, before the scenario is judged.
-                while fed < AFTER_BATCHES or (scenario.armed and rig.armed() and fed < MAX_AFTER_BATCHES):
+                # A fault some later step reaches (a re-bootstrap after a node's restart, a restarted node's
+                # writes) gets more batches, up to MAX_AFTER_BATCHES, before the scenario is judged.
+                while fed < AFTER_BATCHES or (self._pending(rig, scenario) and fed < MAX_AFTER_BATCHES):
                     query.feed(1)
                     fed += 1
                     if not query.wait_processed(BATCH_TIMEOUT):
@@ -139,6 +139,13 @@ class Suite:
         finally:
             if timer is not None:
                 timer.join()  # the heal happens before the next scenario whatever happened here
+
+    @staticmethod
+    def _pending(rig: Rig, scenario: Scenario) -> bool:
+        """Whether the scenario's fault has not taken effect yet (an armed point not reached, say)."""
+        if scenario.armed and rig.armed():
+            return True
+        return scenario.took_effect is not None and not scenario.took_effect(rig)
 
     def _judge(
         self, result: Result, scenario: Scenario, query: SuiteQuery, error: str | None, warm: int, unfired: bool | None
