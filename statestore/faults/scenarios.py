@@ -249,45 +249,23 @@ def _matrix() -> list[Scenario]:
             _kill_node("replica", empty=True),
             warm_batches=BOOTSTRAP_WARM_BATCHES,
         ),
-        Scenario(
-            "controller-link-cut",
-            "cut 10 s",
-            "every node's link to the controller",
-            _proxy("cut"),
-            heal=_heal_proxy,
-            heal_after=10,
-        ),
-        Scenario(
-            "controller-link-drop",
-            "black hole 10 s",
-            "every node's link to the controller",
-            _proxy("drop"),
-            heal=_heal_proxy,
-            heal_after=10,
-        ),
-        Scenario(
-            "controller-link-delay",
-            "delay 300 ms",
-            "every node's link to the controller",
-            _proxy("delay", millis=300),
-            heal=_heal_proxy,
-            heal_after=15,
-        ),
-        Scenario(
-            "controller-link-corrupt",
-            "corrupt every 3rd chunk",
-            "every node's link to the controller",
-            _proxy("corrupt", every=3),
-            heal=_heal_proxy,
-            heal_after=10,
-        ),
-        Scenario(
-            "controller-link-duplicate",
-            "duplicate every 5th chunk",
-            "every node's link to the controller",
-            _proxy("duplicate", every=5),
-            heal=_heal_proxy,
-            heal_after=10,
+        *(
+            Scenario(
+                f"controller-link-{name}",
+                fault,
+                "every node's link to the controller",
+                _proxy(kind, millis=millis, every=every),
+                heal=_heal_proxy,
+                heal_after=heal,
+            )
+            for name, fault, kind, millis, every, heal in (
+                ("cut", "cut 10 s", "cut", 0, 1, 10),
+                ("drop", "black hole 10 s", "drop", 0, 1, 10),
+                ("delay", "delay 300 ms", "delay", 300, 1, 15),
+                ("corrupt", "corrupt every 3rd chunk", "corrupt", 0, 3, 10),
+                ("duplicate", "duplicate every 5th chunk", "duplicate", 0, 5, 10),
+                ("reorder", "reorder every 4th chunk", "reorder", 0, 4, 10),
+            )
         ),
         *(
             Scenario(
