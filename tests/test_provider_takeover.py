@@ -21,6 +21,7 @@ seen the last one in the node's log."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -196,55 +197,19 @@ def test_a_sync_commit_waiting_for_its_ack_does_not_hold_the_provider(setup: Set
     assert report == {"close_returned_while_commit_waited": "true", "committed_version": "2"}, report
 
 
-def test_one_partitions_sync_wait_holds_up_no_other_partitions_commit(setup: Setup) -> None:
-    """Partition 6's sync commit waits for an ack that does not come (the replica's node paused, node n answers
-    after its 10 s sync timeout); partition 7's commit reaches node n meanwhile (the controller hears of its version
-    2 from n) instead of queueing behind 6's wait on the JVM's one local channel."""
+@contextlib.contextmanager
+def paused_while_checking(setup: Setup, mode: str, partition: int, paused: str, *jvm: str) -> Iterator[list[str]]:
+    """TakeOverCheck `mode` on `partition` (and the next one): once it is warm, node `paused` is stopped with
+    SIGSTOP and the check told to go on. Yields its output lines as they come; on exit the node is resumed and
+    the check let exit."""
     import signal
     import threading
 
     local = setup.root.parent / "local-n"
-    argv = ["java", "-Xmx256m", "-cp", setup.classpath, "io.statestore.spark.TakeOverCheck", "sync-parallel",
-            str(setup.root), "6", str(local), str(setup.sockets["n"])]  # fmt: skip
+    argv = ["java", "-Xmx512m", *jvm, "-cp", setup.classpath, "io.statestore.spark.TakeOverCheck", mode,
+            str(setup.root), str(partition), str(local), str(setup.sockets["n"])]  # fmt: skip
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    replica = setup.cluster.processes["m"].popen
-    lines: list[str] = []
-    try:
-        assert process.stdout is not None and process.stdin is not None
-        assert process.stdout.readline().strip() == "warm=true", process.stderr.read()[-4000:] if process.stderr else ""
-        reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in process.stdout), daemon=True)
-        reader.start()
-        replica.send_signal(signal.SIGSTOP)
-        process.stdin.write("go\n")
-        process.stdin.flush()
-        wait_until(lambda: "b_started=true" in lines, 30, "partition 7's commit to start")
-
-        def heard_of_7() -> bool:
-            versions = {p.store.store_id: p.primary_version for p in setup.cluster.status().partitions}
-            return versions.get("0/7/default") == 2
-
-        wait_until(heard_of_7, 8, "node n to report partition 7 at version 2")
-        assert "a_returned=true" not in lines, lines  # partition 6 still waits for its ack
-        replica.send_signal(signal.SIGCONT)
-        wait_until(lambda: "done" in lines, 60, "both commits to return")
-    finally:
-        let_exit(process, replica)
-
-
-def test_a_sync_commit_is_never_dropped_over_the_local_channels_backlog(setup: Setup) -> None:
-    """Node n paused, partition 8's asynchronous commits fill the local channel's backlog past its bound (1 MiB
-    here): the later ones are dropped (replicas pull them); partition 9's sync commit after them is queued anyway,
-    and reaches node n once it resumes (before, it was dropped too, and silently became asynchronous: node n
-    then held partition 9 at version 1 when its provider closed)."""
-    import signal
-    import threading
-
-    local = setup.root.parent / "local-n"
-    argv = ["java", "-Xmx512m", "-Dstatestore.localChannel.maxQueuedBytes=1048576", "-cp", setup.classpath,
-            "io.statestore.spark.TakeOverCheck", "sync-over-backlog", str(setup.root), "8", str(local),
-            str(setup.sockets["n"])]  # fmt: skip
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    node = setup.cluster.processes["n"].popen
+    node = setup.cluster.processes[paused].popen
     lines: list[str] = []
     try:
         assert process.stdout is not None and process.stdin is not None
@@ -254,11 +219,42 @@ def test_a_sync_commit_is_never_dropped_over_the_local_channels_backlog(setup: S
         node.send_signal(signal.SIGSTOP)
         process.stdin.write("go\n")
         process.stdin.flush()
+        yield lines
+    finally:
+        let_exit(process, node)
+
+
+def test_one_partitions_sync_wait_holds_up_no_other_partitions_commit(setup: Setup) -> None:
+    """Partition 6's sync commit waits for an ack that does not come (the replica's node paused, node n answers
+    after its 10 s sync timeout); partition 7's commit reaches node n meanwhile (the controller hears of its version
+    2 from n) instead of queueing behind 6's wait on the JVM's one local channel."""
+    import signal
+
+    with paused_while_checking(setup, "sync-parallel", 6, "m") as lines:
+        wait_until(lambda: "b_started=true" in lines, 30, "partition 7's commit to start")
+
+        def heard_of_7() -> bool:
+            versions = {p.store.store_id: p.primary_version for p in setup.cluster.status().partitions}
+            return versions.get("0/7/default") == 2
+
+        wait_until(heard_of_7, 8, "node n to report partition 7 at version 2")
+        assert "a_returned=true" not in lines, lines  # partition 6 still waits for its ack
+        setup.cluster.processes["m"].popen.send_signal(signal.SIGCONT)
+        wait_until(lambda: "done" in lines, 60, "both commits to return")
+
+
+def test_a_sync_commit_is_never_dropped_over_the_local_channels_backlog(setup: Setup) -> None:
+    """Node n paused, partition 8's asynchronous commits fill the local channel's backlog past its bound (1 MiB
+    here): the later ones are dropped (replicas pull them); partition 9's sync commit after them is queued anyway,
+    and reaches node n once it resumes (before, it was dropped too, and silently became asynchronous: node n
+    then held partition 9 at version 1 when its provider closed)."""
+    import signal
+
+    bound = "-Dstatestore.localChannel.maxQueuedBytes=1048576"
+    with paused_while_checking(setup, "sync-over-backlog", 8, "n", bound) as lines:
         wait_until(lambda: "b_committing=true" in lines, 60, "partition 9's sync commit to start")
-        node.send_signal(signal.SIGCONT)
+        setup.cluster.processes["n"].popen.send_signal(signal.SIGCONT)
         wait_until(lambda: "b_committed=2" in lines, 60, f"partition 9's commit to return ({lines})")
         released = lambda: [e for e in node_events(setup, 9) if e["event"] == "demoted"]  # noqa: E731
         # The close after the commit released partition 9 on node n: at version 2, had the commit reached it.
         assert wait_until(released, 30, "node n to hear of partition 9's close")[-1]["version"] == 2
-    finally:
-        let_exit(process, node)
