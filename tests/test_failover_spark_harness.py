@@ -276,3 +276,18 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def elapsed_since(start: float) -> float:
     return time.monotonic() - start
+
+
+def checkpoint_load_lines(spark: Any) -> list[str]:
+    """The executors' log lines of loads from the checkpoint location past version 0, each with why the provider
+    passed over its own directory and its node (local-cluster executors log into pyspark's work directory)."""
+    import pyspark
+
+    work = Path(pyspark.__file__).parent / "work" / spark.sparkContext.applicationId
+    lines = []
+    for log in sorted(work.glob("*/stderr")):
+        for line in log.read_text(errors="replace").splitlines():
+            if "statestore: loaded" in line and " from checkpoint " in line and " version 0 from" not in line:
+                lines.append(f"executor {log.parent.name}: {line}")
+    return lines
+

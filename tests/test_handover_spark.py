@@ -16,12 +16,12 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyspark
 from test_failover_spark import EVENTS, SIDED_EVENTS, SPARK_CONF, warm
 from test_failover_spark_harness import (
     RecordedQuery,
     aggregation,
     assert_same_batches,
+    checkpoint_load_lines,
     inner_join,
     inner_join_outputs,
     keyed_rows,
@@ -88,17 +88,14 @@ def assert_moves_loaded_from_replicas(operation: object) -> None:
 
 
 def checkpoint_loads_logged(spark: object) -> list[str]:
-    """The executors' log lines of loads from the checkpoint location past version 0, with why the provider passed
-    over its own directory and its node (local-cluster executors log into pyspark's work directory)."""
-    work = Path(pyspark.__file__).parent / "work" / spark.sparkContext.applicationId
+    """`checkpoint_load_lines`, each with why every source was passed over first, one per line: a CI log cuts
+    long lines short."""
     lines = []
-    for log in sorted(work.glob("*/stderr")):
-        for line in log.read_text(errors="replace").splitlines():
-            if "statestore: loaded" in line and " from checkpoint " in line and " version 0 from" not in line:
-                # Why each source was passed over first, one per line: a CI log cuts long lines short.
-                head, _, passed = line.partition(" (passed over: ")
-                reasons = "\n    ".join(passed.rstrip(")").split("; "))
-                lines.append(f"executor {log.parent.name}:\n    {reasons}\n  {head.split('statestore: ')[-1]}")
+    for line in checkpoint_load_lines(spark):
+        executor, _, text = line.partition(": ")
+        head, _, passed = text.partition(" (passed over: ")
+        reasons = "\n    ".join(passed.rstrip(")").split("; "))
+        lines.append(f"{executor}:\n    {reasons}\n  {head.split('statestore: ')[-1]}")
     return lines
 
 

@@ -716,7 +716,10 @@ public final class StatestoreProvider implements StateStoreProvider {
       // After the commits already queued, the node stops claiming the partition (formats.md section 6), unless
       // another provider of this JVM (a later query run) took it since. A clean local directory is handed to
       // the node to keep as a replica (DEMOTE): the query's next run, or a move back, finds it warm.
-      boolean owner = channel != null && LAST_OWNER.remove(partitionKey(), this);
+      // This provider stays the partition's last owner until its notice is queued: a successor that finds no
+      // previous provider asks the node at once, and its MATERIALIZE must not overtake the DEMOTE (seen in a join's
+      // hand-over: the successor asked while this close flushed, 19 ms before the DEMOTE reached the node).
+      boolean owner = channel != null && LAST_OWNER.get(partitionKey()) == this;
       LocalStore store = local;
       boolean handOver = owner && store != null && !localDirty && !writerOpen && !store.hasUncommittedChanges()
           && store.lineage() != null;
@@ -737,6 +740,7 @@ public final class StatestoreProvider implements StateStoreProvider {
         if (localDir != null) LocalDirs.deleteRecursively(localDir);
         if (owner) channel.released(storeIdString, checkpoint.dir.toString(), sidecarSpec);
       }
+      if (owner) LAST_OWNER.remove(partitionKey(), this);
       closed = true;
       notifyAll(); // a successor waiting for this provider's store asks the node now
     }
