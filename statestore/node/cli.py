@@ -17,7 +17,13 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", required=True, type=Path, metavar="DIR", help="where replicas are kept")
     parser.add_argument("--controller", metavar="HOST:PORT", help="the controller's address")
     parser.add_argument("--node-id", default="", help="identity in the membership (default: the advertised address)")
-    parser.add_argument("--advertise", default="", metavar="HOST:PORT", help="address peers use (default: --listen)")
+    parser.add_argument(
+        "--advertise",
+        default="",
+        metavar="HOST[:PORT]",
+        help="address peers use (default: --listen; for a wildcard --listen, --executor-host or this machine's name; "
+        "no port or port 0: the bound one)",
+    )
     parser.add_argument(
         "--rack",
         default="",

@@ -60,6 +60,29 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def join_address(host: str, port: int) -> str:
+    """`host:port`, an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+_WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+def advertised_address(settings: NodeSettings, bound_port: int) -> str:
+    """The address peers reach the node at: `--advertise` as given (its port 0, or no port, meaning the bound
+    one); else, for a node listening on every interface, the executor's host (as Spark names it) or this
+    machine's name, never a wildcard that no peer can call; else "" (the listen address is reachable)."""
+    if settings.advertise:
+        host, sep, port = settings.advertise.rpartition(":")
+        if not sep or not port.isdigit():  # a bare host (an IPv6 one is in brackets)
+            return join_address(settings.advertise.strip("[]"), bound_port)
+        return join_address(host.strip("[]"), bound_port) if port == "0" else settings.advertise
+    host, _ = split_address(settings.listen)
+    if host in _WILDCARD_HOSTS:
+        return join_address(settings.executor_host or socket.getfqdn(), bound_port)
+    return ""
+
+
 def check_port_free(address: str) -> None:
     """Raise NodeStartupError naming the address when it cannot be bound (in use, or not local)."""
     host, port = split_address(address)
@@ -126,8 +149,8 @@ class StateNode:
             raise NodeStartupError(f"cannot listen on {self.settings.listen}")
         host, requested = split_address(self.settings.listen)
         if requested == 0:
-            bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            self.settings = replace(self.settings, listen=bound)
+            self.settings = replace(self.settings, listen=join_address(host, port))
+        self.settings = replace(self.settings, advertise=advertised_address(self.settings, port))
         proxied = link_faults.proxied_inbound(self.settings.listen, host)  # the fault suite's, when asked
         if proxied is not None:
             self.settings = replace(self.settings, advertise=proxied)

@@ -59,6 +59,15 @@ class _Shipment:
         return partition_key(self.store)
 
 
+def _member(node: control_pb2.NodeRef) -> tuple[str, str]:
+    """A replica group member as a link knows it: its id and the address it is reached at."""
+    return node.node_id, node.address
+
+
+class WrongPeerError(Exception):
+    """An ack came from another node than the link's replica (another process took its address)."""
+
+
 @dataclass
 class _Sent:
     """A request on the current stream, waiting for its ack (one per request; in order within a partition, not
@@ -231,6 +240,8 @@ class ReplicaLink:
                 self._attempts[(shipment.key, shipment.version)] = attempt
 
     def _on_ack(self, ack: replication_pb2.ShipAck) -> None:
+        if ack.replica_node and ack.replica_node != self.node_id:
+            raise WrongPeerError(f"{self.address} answered as node {ack.replica_node!r}, not {self.node_id!r}")
         store_id = ack.held.store.store_id
         key = partition_key(ack.held.store)
         with self._cond:
@@ -295,6 +306,11 @@ class ReplicaLink:
                         log_event(_log, "peer_reachable", replica=self.node_id, peer=self.address, after=failures)
                     failures = 0
                     backoff = self._settings.retry_initial_backoff
+            except WrongPeerError as exc:
+                # Nothing of this stream is trusted: its requests are sent again, to the right node once the
+                # controller names its address (the replica group then moves the link).
+                failures += 1
+                log_event(_log, "ack_from_wrong_node", logging.WARNING, replica=self.node_id, detail=str(exc))
             except grpc.RpcError as exc:
                 failures += 1
                 if not self._closed:
@@ -535,9 +551,16 @@ class Shipper:
         return ""
 
     def _link(self, node: control_pb2.NodeRef) -> ReplicaLink:
-        link = self._links.get(node.address)
+        """The link to replica node `node`, keyed by its id: a node that came back at another address (a
+        restart on a new port) gets a new link there, and another process that took its old address is never
+        shipped to."""
+        link = self._links.get(node.node_id)
+        if link is not None and link.address != node.address:
+            log_event(_log, "replica_link_moved", replica=node.node_id, old_peer=link.address, peer=node.address)
+            self._links.pop(node.node_id).retire()
+            link = None
         if link is None:
-            link = self._links[node.address] = ReplicaLink(node.node_id, node.address, self._settings, self._cond)
+            link = self._links[node.node_id] = ReplicaLink(node.node_id, node.address, self._settings, self._cond)
         return link
 
     def _wait_for_room(self, link: ReplicaLink, size: int, store_id: str) -> None:
@@ -567,19 +590,20 @@ class Shipper:
                 if partition is None:
                     continue
                 new = list(group.replicas)
-                left = {n.address for n in partition.group} - {n.address for n in new}
-                for address in left:
-                    if address in self._links:
-                        self._links[address].drop_backlog(key)
-                if [n.address for n in new] != [n.address for n in partition.group]:
+                left = {n.node_id for n in partition.group} - {n.node_id for n in new}
+                for node_id in left:
+                    if node_id in self._links:
+                        self._links[node_id].drop_backlog(key)
+                if [_member(n) for n in new] != [_member(n) for n in partition.group]:
                     log_event(
                         _log, "replica_group_changed", store=group.store.store_id, replicas=[n.node_id for n in new]
                     )
-                    # A member that joins gets the latest increment now; it pulls or bootstraps the rest.
-                    joined = {n.address for n in new} - {n.address for n in partition.group}
+                    # A member that joins (or came back at a new address) gets the latest increment now; it pulls
+                    # or bootstraps the rest.
+                    joined = {_member(n) for n in new} - {_member(n) for n in partition.group}
                     data = self._log.get(key, partition.version)
                     for node in new:
-                        if node.address in joined and data is not None and partition.version > 0:
+                        if _member(node) in joined and data is not None and partition.version > 0:
                             self._link(node).enqueue(_Shipment(partition.store, partition.version, data))
                 partition.group = new
                 partition.group_known = True
@@ -647,10 +671,10 @@ class Shipper:
     def _retire_unwanted_links(self) -> None:
         """Retire the links to nodes in no replica group any more (dead, or moved by placement): not retried
         forever. Call with the lock held."""
-        wanted = {n.address for p in self._partitions.values() for n in p.group}
-        for address in [a for a in self._links if a not in wanted]:
-            log_event(_log, "replica_link_retired", replica=self._links[address].node_id, peer=address)
-            self._links.pop(address).retire()
+        wanted = {n.node_id for p in self._partitions.values() for n in p.group}
+        for node_id in [n for n in self._links if n not in wanted]:
+            log_event(_log, "replica_link_retired", replica=node_id, peer=self._links[node_id].address)
+            self._links.pop(node_id).retire()
 
     def record_cost(self, store: common_pb2.StoreRef, cost: BatchCost) -> bool:
         """Keep what a committed batch of a partition this node is primary of cost; False when it is not (a late
@@ -671,8 +695,8 @@ class Shipper:
             for key, partition in self._partitions.items():
                 replicas = []
                 for node in partition.group:
-                    link = self._links.get(node.address)
-                    acked = link.acked(key) if link else 0
+                    link = self._links.get(node.node_id)
+                    acked = link.acked(key) if link and link.address == node.address else 0
                     replicas.append(control_pb2.ReplicaProgress(node_id=node.node_id, acked_version=acked))
                 report = control_pb2.PrimaryReport(
                     version=partition.version,

@@ -187,13 +187,20 @@ final class LocalChannel {
     if (settings.tlsCert != null) tls.put("STATESTORE_TLS_CERT", settings.tlsCert);
     if (settings.tlsKey != null) tls.put("STATESTORE_TLS_KEY", settings.tlsKey);
     if (settings.tlsCa != null) tls.put("STATESTORE_TLS_CA", settings.tlsCa);
-    return new NodeSidecar.Spec(python(), executorId(), executorHost(), settings.controller,
+    return new NodeSidecar.Spec(python(), executorId(), executorHost(), localMaster(), settings.controller,
         settings.warmUpMbPerSecond, settings.secret, tls);
   }
 
   private static String executorId() {
     SparkEnv env = SparkEnv.get();
     return env == null ? "driver" : env.executorId();
+  }
+
+  /** Whether every executor runs on this machine: Spark's master is {@code local[...]} or {@code local-cluster[...]}. */
+  static boolean localMaster() {
+    SparkEnv env = SparkEnv.get();
+    String master = env == null ? "local" : env.conf().get("spark.master", "local");
+    return master.startsWith("local");
   }
 
   /** The executor's host as Spark's scheduler names it (its block manager's), or "" outside an executor. */

@@ -30,13 +30,13 @@ final class NodeSidecar {
   static final long RESTART_INTERVAL_MS = 5_000;
 
   /** How to start the node: interpreter, identity and controller, from the provider's settings. */
-  record Spec(String python, String executorId, String executorHost, String controller, double warmUpMbPerSecond,
-      String secret, java.util.Map<String, String> tlsEnvironment) {
+  record Spec(String python, String executorId, String executorHost, boolean localMaster, String controller,
+      double warmUpMbPerSecond, String secret, java.util.Map<String, String> tlsEnvironment) {
     /** Without the secret, which never goes to a log. */
     @Override
     public String toString() {
       return "Spec[python=" + python + ", executorId=" + executorId + ", executorHost=" + executorHost
-          + ", controller=" + controller + ", warmUpMbPerSecond=" + warmUpMbPerSecond + "]";
+          + ", localMaster=" + localMaster + ", controller=" + controller + ", warmUpMbPerSecond=" + warmUpMbPerSecond + "]";
     }
   }
 
@@ -86,7 +86,7 @@ final class NodeSidecar {
     started = spec;
     if (!dataDir.isDirectory() && !dataDir.mkdirs()) throw new IOException("cannot create " + dataDir);
     List<String> cmd = new ArrayList<>(List.of(spec.python(), "-m", "statestore.cli", "node",
-        "--local-socket", socket.getPath(), "--data-dir", dataDir.getPath(), "--listen", "127.0.0.1:0",
+        "--local-socket", socket.getPath(), "--data-dir", dataDir.getPath(), "--listen", listenAddress(spec),
         "--node-id", spec.executorId(), "--parent-pid", Long.toString(ProcessHandle.current().pid())));
     if (!spec.executorHost().isEmpty()) {
       cmd.add("--executor-host");
@@ -124,6 +124,17 @@ final class NodeSidecar {
     }
     process = null;
     running = null;
+  }
+
+  /**
+   * Where the node listens: loopback when every executor runs on this machine (a {@code local} or
+   * {@code local-cluster} master, or no executor host known), else the executor's host as Spark's block
+   * manager reports it, so that nodes on other hosts reach it there and nowhere else (never every interface
+   * unasked). The node advertises the address it bound.
+   */
+  static String listenAddress(Spec spec) {
+    String host = spec.localMaster() || spec.executorHost().isEmpty() ? "127.0.0.1" : spec.executorHost();
+    return host.contains(":") ? "[" + host + "]:0" : host + ":0";
   }
 
   File logFile() {
