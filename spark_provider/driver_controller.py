@@ -51,6 +51,7 @@ class DriverController:
     load_balancing: Any = None  # statestore.controller.load_balancer.BalancerSettings; None: off
     secret: str = field(default="", repr=False)  # the application's (statestore.auth); "": calls unchecked
     tls_files: Any = None  # statestore.tls.TlsFiles: this process serves and calls over TLS while it runs
+    port: int = 0  # 0: any free port
     address: str = ""
     log_path: str = ""
     watch: Any = None  # spark_provider.steering.ExecutorWatch, once the SparkContext is up
@@ -58,7 +59,7 @@ class DriverController:
     _stopped: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> str:
-        """Serve on a free port; returns the address executors use."""
+        """Serve on `port` (0: a free one); returns the address executors use."""
         from statestore import auth, tls
         from statestore.controller.server import Controller  # grpc loads only when replication is on
 
@@ -67,7 +68,7 @@ class DriverController:
 
         self.log_path = self.log_path or _log_to_file()
         self._controller = Controller(
-            f"{self.listen_host}:0",
+            f"{self.listen_host}:{self.port}",
             self.replication_factor,
             self.dead_after,
             forget_after=self.forget_after,
@@ -75,7 +76,13 @@ class DriverController:
             load_balancing=self.load_balancing,
             secret=self.secret,
         )
-        port = self._controller.start()
+        from statestore.node.server import NodeStartupError
+
+        try:
+            port = self._controller.start()
+        except NodeStartupError as exc:
+            setting = " (the controller_port setting, spark.sql.streaming.stateStore.statestore.controllerPort)"
+            raise RuntimeError(f"the statestore controller cannot start{setting if self.port else ''}: {exc}") from exc
         self.address = f"{self.advertise_host}:{port}"
         auth.remember(self.address, self.secret)  # this process's clients of it (operator calls, steering)
         _running.append(self)
@@ -143,6 +150,7 @@ def start_driver_controller(
     secret: str = "",
     bind_address: str | None = None,
     tls_files: Any = None,
+    port: int = 0,
 ) -> DriverController:
     """Start a controller for a Spark application with this master; it stops with the SparkContext.
     `load_balancing`: the policy's `BalancerSettings` (None: off); `secret`: what every call must carry."""
@@ -156,6 +164,7 @@ def start_driver_controller(
         load_balancing=load_balancing,
         secret=secret,
         tls_files=tls_files,
+        port=port,
     )
     controller.start()
     controller.stop_with_spark_context()

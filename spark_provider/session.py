@@ -105,6 +105,7 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
             confs[secret_key],
             bind_address,
             tls_files,
+            int(confs[BY_NAME["controller_port"].key]),
         )
         confs[BY_NAME["controller"].key] = controller.address
     else:  # a controller of the user's (or none)

@@ -138,6 +138,14 @@ SETTINGS: tuple[Setting, ...] = (
             "before it takes primaries, a replica re-placed after a loss or a drain), in MiB/s: the warm-up "
             "throttle, so that the copies do not slow the running query.",
             Number(0)),
+    Setting("node_port", PREFIX + "nodePort", "0",
+            "The port each executor's state node listens on, on the executor's host; if taken (two executors on a "
+            "host) the next ones, up to 16 further, as Spark's own ports; 0: any free port. Set it where a firewall "
+            "between executors' hosts must name the ports (docs/deploy.md).",
+            Integer(0, 65535 - 16)),
+    Setting("controller_port", PREFIX + "controllerPort", "0",
+            "For the controller `enable()` starts: the port it listens on in the driver (0: any free port).",
+            Integer(0, 65535)),
     Setting("rereplication_delay_seconds", PREFIX + "rereplicationDelaySeconds", "10",
             "For the controller `enable()` starts: after an executor is lost, new replicas for its roles wait this "
             "long, so that the copies do not slow the batch resuming its partitions and Spark's replacement "

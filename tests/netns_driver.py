@@ -27,6 +27,9 @@ from test_replica_groups_spark_harness import EXECUTORS, controller_address, sta
 
 from spark_provider.progress import load_sources
 
+NODE_PORT = 7100
+CONTROLLER_PORT = 7200
+
 
 def main(root: Path, master: str, driver_address: str, out: Path) -> None:
     spark = start_spark(
@@ -40,6 +43,9 @@ def main(root: Path, master: str, driver_address: str, out: Path) -> None:
             "spark.cores.max": str(EXECUTORS),
         },
         replication_factor=1,
+        # Fixed ports, as behind a firewall between hosts (docs/deploy.md).
+        node_port=NODE_PORT,
+        controller_port=CONTROLLER_PORT,
     )
     report: dict = {}
     try:

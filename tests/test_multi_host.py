@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from netns_cluster import NetnsHosts, StandaloneCluster, unavailable_reason
+from netns_driver import CONTROLLER_PORT, NODE_PORT
 
 HERE = Path(__file__).resolve().parent
 WORKERS = ("w1", "w2", "w3")
@@ -58,7 +59,9 @@ def test_replication_and_failover_cross_hosts_with_results_equal_to_spark_rocksd
     assert len(node_hosts) == len(WORKERS), report
     assert set(node_hosts.values()) == worker_addresses, report
     assert not any(ipaddress.ip_address(h).is_loopback for h in node_hosts.values()), report
-    assert report["controller"].rpartition(":")[0] == driver.address, report
+    assert report["controller"] == f"{driver.address}:{CONTROLLER_PORT}", report
+    # The ports set (node_port, controller_port): one executor per host, so each node has the first one.
+    assert {int(a.rpartition(":")[2]) for a in report["nodes"].values()} == {NODE_PORT}, report
     # Every partition's replica is on another host than its primary and holds a copy (warm() waited until each
     # was at its primary's version; the status read after it may show a primary's report a commit late).
     for store_id, group in report["groups"].items():

@@ -18,7 +18,7 @@ from test_node_harness import (
     wait_until,
 )
 
-from statestore.node.server import advertised_address
+from statestore.node.server import NodeStartupError, advertised_address, first_free_address
 from statestore.node.settings import NodeSettings
 
 
@@ -104,3 +104,15 @@ def test_a_replica_that_comes_back_at_another_address_is_followed_there(tmp_path
             assert "replica_link_moved" in cluster.processes["node-a"].log()
         finally:
             primary.close()
+
+
+def test_a_taken_node_port_moves_to_the_next_free_one() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(NodeStartupError, match=f"cannot listen on 127.0.0.1:{port}"):
+            first_free_address(f"127.0.0.1:{port}", 0)
+        moved = first_free_address(f"127.0.0.1:{port}", 16)
+        assert moved != f"127.0.0.1:{port}" and port < int(moved.rpartition(":")[2]) <= port + 16
+    assert first_free_address("127.0.0.1:0", 16) == "127.0.0.1:0"

@@ -21,7 +21,7 @@ DRIVER = Path(__file__).resolve().parents[1] / "spark_provider" / "java_test" / 
 JAVA_READS = {
     "local_dir", "increment_compression", "zstd_level", "write_buffer_size_mb", "block_cache_size_mb",
     "replication_factor", "sync", "node_socket", "controller", "materialize_timeout_ms", "peer_fetch",
-    "faults_file", "partial_merge", "open_ahead", "warm_up_mb_per_second",
+    "faults_file", "partial_merge", "open_ahead", "warm_up_mb_per_second", "node_port",
 }  # fmt: skip
 # Bad conf strings for each kind of value, and good ones with the conf string they become.
 BAD = {

@@ -18,6 +18,13 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--controller", metavar="HOST:PORT", help="the controller's address")
     parser.add_argument("--node-id", default="", help="identity in the membership (default: the advertised address)")
     parser.add_argument(
+        "--port-retries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="when the --listen port is taken, try the next N ports (as Spark's spark.port.maxRetries)",
+    )
+    parser.add_argument(
         "--advertise",
         default="",
         metavar="HOST[:PORT]",
@@ -72,6 +79,7 @@ def _run(args: argparse.Namespace) -> int:
         controller=args.controller,
         node_id=args.node_id,
         advertise=args.advertise,
+        port_retries=args.port_retries,
         rack=args.rack or os.environ.get(RACK_ENV, ""),
         executor_id=args.node_id if args.executor_host else "",
         executor_host=args.executor_host,

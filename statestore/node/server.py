@@ -95,6 +95,22 @@ def check_port_free(address: str) -> None:
             raise NodeStartupError(f"cannot listen on {address}: {exc.strerror or exc}") from exc
 
 
+def first_free_address(address: str, retries: int) -> str:
+    """`address`, or with its port taken the first of the next `retries` ports that is free (port 0: as given,
+    the system picks). Raises NodeStartupError naming every port tried."""
+    host, port = split_address(address)
+    if port == 0 or retries <= 0:
+        check_port_free(address)
+        return address
+    for candidate in range(port, min(port + retries, 65535) + 1):
+        try:
+            check_port_free(join_address(host, candidate))
+            return join_address(host, candidate)
+        except NodeStartupError:
+            continue
+    raise NodeStartupError(f"cannot listen on {host} at any port from {port} to {port + retries}: all are taken")
+
+
 def check_data_dir(path: Path) -> None:
     """Raise NodeStartupError unless `path` exists (or can be created) and is writable."""
     try:
@@ -134,7 +150,9 @@ class StateNode:
     def start(self) -> None:
         """Check the data dir and the port, reopen replicas, serve, and join the controller."""
         check_data_dir(self.settings.data_dir)
-        check_port_free(self.settings.listen)
+        self.settings = replace(
+            self.settings, listen=first_free_address(self.settings.listen, self.settings.port_retries)
+        )
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="rpc"),
             # Without this gRPC binds with SO_REUSEPORT and a second node on the same port starts silently.

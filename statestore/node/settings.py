@@ -31,6 +31,8 @@ class NodeSettings:
     node_id: str = ""
     # Address peers use to reach this node; defaults to `listen`.
     advertise: str = ""
+    # With a set port in `listen`: how many following ports to try when it is taken.
+    port_retries: int = 0
     # The node's rack, sent on Register and every heartbeat for placement; empty: the node is its own rack.
     rack: str = ""
     # The Spark executor whose state the node keeps (a sidecar's: its executor's id and host as Spark's

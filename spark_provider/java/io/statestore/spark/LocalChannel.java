@@ -187,7 +187,8 @@ final class LocalChannel {
     if (settings.tlsCert != null) tls.put("STATESTORE_TLS_CERT", settings.tlsCert);
     if (settings.tlsKey != null) tls.put("STATESTORE_TLS_KEY", settings.tlsKey);
     if (settings.tlsCa != null) tls.put("STATESTORE_TLS_CA", settings.tlsCa);
-    return new NodeSidecar.Spec(python(), executorId(), executorHost(), localMaster(), settings.controller,
+    return new NodeSidecar.Spec(python(), executorId(), executorHost(), localMaster(), settings.nodePort,
+        settings.controller,
         settings.warmUpMbPerSecond, settings.secret, tls);
   }
 

@@ -28,15 +28,17 @@ import org.slf4j.LoggerFactory;
 final class NodeSidecar {
   private static final Logger LOG = LoggerFactory.getLogger(NodeSidecar.class);
   static final long RESTART_INTERVAL_MS = 5_000;
+  /** With a set node port, the further ports tried when it is taken (as Spark's {@code spark.port.maxRetries}). */
+  static final int PORT_RETRIES = 16;
 
   /** How to start the node: interpreter, identity and controller, from the provider's settings. */
-  record Spec(String python, String executorId, String executorHost, boolean localMaster, String controller,
-      double warmUpMbPerSecond, String secret, java.util.Map<String, String> tlsEnvironment) {
+  record Spec(String python, String executorId, String executorHost, boolean localMaster, int port,
+      String controller, double warmUpMbPerSecond, String secret, java.util.Map<String, String> tlsEnvironment) {
     /** Without the secret, which never goes to a log. */
     @Override
     public String toString() {
       return "Spec[python=" + python + ", executorId=" + executorId + ", executorHost=" + executorHost
-          + ", localMaster=" + localMaster + ", controller=" + controller + ", warmUpMbPerSecond=" + warmUpMbPerSecond + "]";
+          + ", localMaster=" + localMaster + ", port=" + port + ", controller=" + controller + ", warmUpMbPerSecond=" + warmUpMbPerSecond + "]";
     }
   }
 
@@ -88,6 +90,10 @@ final class NodeSidecar {
     List<String> cmd = new ArrayList<>(List.of(spec.python(), "-m", "statestore.cli", "node",
         "--local-socket", socket.getPath(), "--data-dir", dataDir.getPath(), "--listen", listenAddress(spec),
         "--node-id", spec.executorId(), "--parent-pid", Long.toString(ProcessHandle.current().pid())));
+    if (spec.port() != 0) {
+      cmd.add("--port-retries");
+      cmd.add(Integer.toString(PORT_RETRIES));
+    }
     if (!spec.executorHost().isEmpty()) {
       cmd.add("--executor-host");
       cmd.add(spec.executorHost());
@@ -130,11 +136,12 @@ final class NodeSidecar {
    * Where the node listens: loopback when every executor runs on this machine (a {@code local} or
    * {@code local-cluster} master, or no executor host known), else the executor's host as Spark's block
    * manager reports it, so that nodes on other hosts reach it there and nowhere else (never every interface
-   * unasked). The node advertises the address it bound.
+   * unasked); at the {@code nodePort} setting (trying the next {@link #PORT_RETRIES} if taken), else any free
+   * port. The node advertises the address it bound.
    */
   static String listenAddress(Spec spec) {
     String host = spec.localMaster() || spec.executorHost().isEmpty() ? "127.0.0.1" : spec.executorHost();
-    return host.contains(":") ? "[" + host + "]:0" : host + ":0";
+    return (host.contains(":") ? "[" + host + "]:" : host + ":") + spec.port();
   }
 
   File logFile() {

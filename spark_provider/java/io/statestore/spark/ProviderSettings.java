@@ -44,6 +44,8 @@ final class ProviderSettings {
    * (a new executor, a drained one's replacement), in MiB/s, so that the copies do not slow the running query.
    */
   final double warmUpMbPerSecond;
+  /** The port this executor's state node listens on (the next 16 if taken); 0: any free port. */
+  final int nodePort;
   /**
    * The application's secret (statestore.auth), handed to the state node this JVM starts in its environment;
    * null: none (the node then accepts every call).
@@ -78,6 +80,7 @@ final class ProviderSettings {
     partialMerge = read.flag("partialMerge", "true");
     openAhead = read.flag("openAhead", "true");
     warmUpMbPerSecond = read.numberOver("warmUpMBPerSecond", "64", 0);
+    nodePort = (int) read.integer("nodePort", "0", 0, 65535 - NodeSidecar.PORT_RETRIES);
     secret = emptyToNull(read.text("secret", ""));
     tlsCert = emptyToNull(read.text("tlsCert", ""));
     tlsKey = emptyToNull(read.text("tlsKey", ""));
