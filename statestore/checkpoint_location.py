@@ -1,19 +1,19 @@
 """A store partition's checkpoint location: durable increments and snapshots, restore and retention.
 
 The directory stands for Spark's checkpoint location of one store partition (docs/formats.md
-section 5): `<v>.increment` files and `<v>.snapshot/` directories.
+section 5): `<v>.increment` files and `<v>.snapshot/` directories. It is a local path or a URI of a remote
+file system (`s3a://`, `abfss://`, `gs://`, `hdfs://`); every access goes through statestore.checkpoint_fs.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from statestore.checkpoint_fs import CheckpointFS, CheckpointFSError, resolve
 from statestore.errors import (
     CorruptFileError,
     MissingCheckpointFileError,
@@ -22,13 +22,12 @@ from statestore.errors import (
     StoreWriteError,
     VersionMismatchError,
 )
-from statestore.increment import Increment, encode_increment, read_increment, read_increment_header
+from statestore.increment import Increment, decode_increment, encode_increment, read_increment_header
 from statestore.options import StoreOptions
 from statestore.snapshot import (
     MANIFEST_NAME,
     SnapshotManifest,
     copy_snapshot_files,
-    fsync_directory,
     read_manifest,
     write_snapshot,
 )
@@ -47,28 +46,61 @@ def _quiet(_message: str) -> None:
 
 
 class CheckpointLocation:
-    """The durable home of one store partition's increments and snapshots."""
+    """The durable home of one store partition's increments and snapshots.
 
-    def __init__(self, path: str | Path, store_id: str, compress: bool = False) -> None:
-        self.path = Path(path)
+    `location` is a local path (or `file:` URI) or a remote URI (statestore.checkpoint_fs); an unsupported
+    scheme raises UnsupportedLocationError here. Remote file systems are contacted on first use.
+    """
+
+    def __init__(self, location: str | Path, store_id: str, compress: bool = False) -> None:
+        self.fs: CheckpointFS
+        self.fs, self.root = resolve(location)
         self.store_id = store_id
         self.compress = compress
 
     # ----------------------------------------------------------------- names and listings
 
+    @property
+    def is_local(self) -> bool:
+        """Whether the location is on the local file system."""
+        return self.fs.is_local
+
+    @property
+    def uri(self) -> str:
+        """The location as messages name it (a local path, or the remote URI)."""
+        return self.fs.uri(self.root)
+
+    @property
+    def path(self) -> Path:
+        """The local directory of the location (local locations only: use `uri` and `fs` for any)."""
+        return Path(self._local_root())
+
+    def _local_root(self) -> str:
+        if not self.fs.is_local:
+            raise CheckpointFSError(self.uri, "not a local directory")
+        return self.root
+
+    def increment_file(self, version: int) -> str:
+        """Where increment `version` lives, as a path of `fs`."""
+        return self.fs.join(self.root, f"{version}{INCREMENT_SUFFIX}")
+
+    def snapshot_dir(self, version: int) -> str:
+        """Where the snapshot of `version` lives, as a path of `fs`."""
+        return self.fs.join(self.root, f"{version}{SNAPSHOT_SUFFIX}")
+
     def increment_path(self, version: int) -> Path:
-        """Where increment `version` lives."""
-        return self.path / f"{version}{INCREMENT_SUFFIX}"
+        """Where increment `version` lives (local locations only)."""
+        self._local_root()
+        return Path(self.increment_file(version))
 
     def snapshot_path(self, version: int) -> Path:
-        """Where the snapshot of `version` lives."""
-        return self.path / f"{version}{SNAPSHOT_SUFFIX}"
+        """Where the snapshot of `version` lives (local locations only)."""
+        self._local_root()
+        return Path(self.snapshot_dir(version))
 
     def _listing(self, suffix: str) -> list[int]:
-        if not self.path.is_dir():
-            return []
         versions = []
-        for entry in self.path.iterdir():
+        for entry in self.fs.list_dir(self.root):
             match = _VERSIONED_NAME.match(entry.name)
             if match and match.group(2) == suffix:
                 versions.append(int(match.group(1)))
@@ -80,11 +112,30 @@ class CheckpointLocation:
 
     def snapshot_versions(self) -> list[int]:
         """Versions with a complete snapshot (manifest present), ascending."""
-        return [v for v in self._listing(SNAPSHOT_SUFFIX) if (self.snapshot_path(v) / MANIFEST_NAME).exists()]
+        return [
+            v
+            for v in self._listing(SNAPSHOT_SUFFIX)
+            if self.fs.exists(self.fs.join(self.snapshot_dir(v), MANIFEST_NAME))
+        ]
 
     def latest_version(self) -> int:
         """The newest version this location can restore (0 when empty)."""
         return max([0, *self.increment_versions(), *self.snapshot_versions()])
+
+    def increment_sizes(self, versions: list[int]) -> dict[int, int]:
+        """The sizes in bytes of those of increments `versions` that are present: a stat of each on a local
+        location, one listing of a remote one."""
+        if self.fs.is_local:
+            sizes = {}
+            for v in versions:
+                try:
+                    sizes[v] = self.fs.size(self.increment_file(v))
+                except FileNotFoundError:
+                    continue
+            return sizes
+        wanted = set(versions)
+        listed = {entry.name: entry.size for entry in self.fs.list_dir(self.root) if not entry.is_dir}
+        return {v: listed[f"{v}{INCREMENT_SUFFIX}"] for v in sorted(wanted) if f"{v}{INCREMENT_SUFFIX}" in listed}
 
     # ----------------------------------------------------------------- writing
 
@@ -98,8 +149,11 @@ class CheckpointLocation:
             raise StoreIdentityError(self.store_id, increment.store_id, f"increment {increment.version}")
         data = encode_increment(increment, compress=self.compress)
         self._supersede_history_from(increment.version)
-        target = self.increment_path(increment.version)
-        self._write_atomically(target, data)
+        target = self.increment_file(increment.version)
+        try:
+            self.fs.write_atomically(target, data)
+        except OSError as exc:
+            raise StoreWriteError(f"{self.fs.uri(target)}: writing failed: {exc.strerror or exc}") from exc
         return len(data)
 
     def _supersede_history_from(self, version: int) -> None:
@@ -109,35 +163,18 @@ class CheckpointLocation:
         above it describe states that no longer follow; restoring through them would be wrong. Newest
         first, so a crash midway leaves a consistent prefix.
         """
-        if not (self.increment_path(version + 1).exists() or self.snapshot_path(version).exists()):
+        if not (self.fs.exists(self.increment_file(version + 1)) or self.fs.exists(self.snapshot_dir(version))):
             return
-        stale = [self.snapshot_path(v) for v in self._listing(SNAPSHOT_SUFFIX) if v >= version]
-        stale += [self.increment_path(v) for v in self.increment_versions() if v > version]
-        self._delete(sorted(stale, key=lambda p: int(p.name.split(".")[0]), reverse=True), "superseding history")
+        stale = [(v, self.snapshot_dir(v)) for v in self._listing(SNAPSHOT_SUFFIX) if v >= version]
+        stale += [(v, self.increment_file(v)) for v in self.increment_versions() if v > version]
+        self._delete([path for _v, path in sorted(stale, reverse=True)], "superseding history")
 
-    def _delete(self, paths: list[Path], why: str) -> None:
+    def _delete(self, paths: list[str], why: str) -> None:
         for path in paths:
             try:
-                if path.is_dir():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink(missing_ok=True)
+                self.fs.delete(path)
             except OSError as exc:
-                raise StoreWriteError(f"{path}: deleting ({why}) failed: {exc.strerror or exc}") from exc
-
-    def _write_atomically(self, target: Path, data: bytes) -> None:
-        staging = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(staging, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            staging.replace(target)
-            fsync_directory(target.parent)
-        except OSError as exc:
-            staging.unlink(missing_ok=True)
-            raise StoreWriteError(f"{target}: writing failed: {exc.strerror or exc}") from exc
+                raise StoreWriteError(f"{self.fs.uri(path)}: deleting ({why}) failed: {exc.strerror or exc}") from exc
 
     def commit(self, store: VersionedStore, version: int | None = None) -> Increment:
         """Commit the store's open transaction, writing its increment here before the store changes."""
@@ -147,28 +184,34 @@ class CheckpointLocation:
         """Snapshot the store's committed version here (a no-op returning the manifest if one exists)."""
         if store.store_id != self.store_id:
             raise StoreIdentityError(self.store_id, store.store_id, f"snapshot of version {store.version}")
-        destination = self.snapshot_path(store.version)
-        if (destination / MANIFEST_NAME).exists():
-            return read_manifest(destination)
-        if destination.exists():  # an incomplete snapshot from a crash: rebuild it
-            shutil.rmtree(destination)
-        self.path.mkdir(parents=True, exist_ok=True)
-        return write_snapshot(store, destination)
+        destination = self.snapshot_dir(store.version)
+        if self.fs.exists(self.fs.join(destination, MANIFEST_NAME)):
+            return read_manifest(destination, self.fs)
+        if self.fs.exists(destination):  # an incomplete snapshot from a crash: rebuild it
+            self._delete([destination], "rebuilding an incomplete snapshot")
+        self.fs.make_dirs(self.root)
+        return write_snapshot(store, destination, self.fs)
 
     # ----------------------------------------------------------------- reading and restoring
 
     def read_increment(self, version: int) -> Increment:
         """Read and verify increment `version`, checking it belongs to this store and version."""
-        path = self.increment_path(version)
+        return self.read_increment_and_bytes(version)[0]
+
+    def read_increment_and_bytes(self, version: int) -> tuple[Increment, bytes]:
+        """Increment `version`, read and verified as `read_increment` does, with the file's exact bytes."""
+        path = self.increment_file(version)
+        name = self.fs.uri(path)
         try:
-            increment = read_increment(path)
+            data = self.fs.read_bytes(path)
         except FileNotFoundError as exc:
-            raise MissingCheckpointFileError(str(path), f"to reach version {version}") from exc
+            raise MissingCheckpointFileError(name, f"to reach version {version}") from exc
+        increment = decode_increment(data, name)
         if increment.store_id != self.store_id:
-            raise StoreIdentityError(self.store_id, increment.store_id, f"increment file {path}")
+            raise StoreIdentityError(self.store_id, increment.store_id, f"increment file {name}")
         if increment.version != version:
-            raise CorruptFileError(str(path), f"holds version {increment.version}, its name says {version}")
-        return increment
+            raise CorruptFileError(name, f"holds version {increment.version}, its name says {version}")
+        return increment, data
 
     def catch_up(self, store: VersionedStore, version: int, progress: Progress = _quiet) -> VersionedStore:
         """Apply this location's increments to `store` until it is at `version`."""
@@ -217,7 +260,7 @@ class CheckpointLocation:
                 _log.warning(
                     "store %s: snapshot %s passed over to restore version %s: %s",
                     self.store_id,
-                    self.snapshot_path(base),
+                    self.fs.uri(self.snapshot_dir(base)),
                     target,
                     exc,
                 )
@@ -226,7 +269,7 @@ class CheckpointLocation:
             gap = gap or (None if first is None else (first, "the empty store (no usable snapshot at or below it)"))
             if gap is not None:
                 raise MissingCheckpointFileError(
-                    str(self.increment_path(gap[0])),
+                    self.fs.uri(self.increment_file(gap[0])),
                     "; ".join([f"to restore version {target} from {gap[1]}", *passed_over]),
                 )
             if local_dir.exists():
@@ -246,28 +289,30 @@ class CheckpointLocation:
         history. Raises the error that makes it unusable, leaving `local_dir` absent."""
         if local_dir.exists():
             shutil.rmtree(local_dir)
-        snapshot_dir = self.snapshot_path(base)
+        snapshot_dir = self.snapshot_dir(base)
+        name = self.fs.uri(snapshot_dir)
         try:
-            manifest = read_manifest(snapshot_dir)
+            manifest = read_manifest(snapshot_dir, self.fs)
             if manifest.store_id != self.store_id:
-                raise StoreIdentityError(self.store_id, manifest.store_id, f"snapshot {snapshot_dir}")
+                raise StoreIdentityError(self.store_id, manifest.store_id, f"snapshot {name}")
             if manifest.version != base:
                 raise CorruptFileError(
-                    str(snapshot_dir / MANIFEST_NAME), f"holds version {manifest.version}, expected {base}"
+                    self.fs.uri(self.fs.join(snapshot_dir, MANIFEST_NAME)),
+                    f"holds version {manifest.version}, expected {base}",
                 )
             progress(f"store {self.store_id}: copying snapshot {base} ({manifest.total_bytes} bytes)")
-            copy_snapshot_files(snapshot_dir, manifest, local_dir)
+            copy_snapshot_files(snapshot_dir, manifest, local_dir, self.fs)
             store = VersionedStore.open(local_dir, self.store_id, options)
         except BaseException:
             shutil.rmtree(local_dir, ignore_errors=True)
             raise
         try:
             if store.version != base:
-                raise CorruptFileError(str(snapshot_dir), f"database is at version {store.version}, expected {base}")
+                raise CorruptFileError(name, f"database is at version {store.version}, expected {base}")
             kept = self._lineage_of(base)
             if kept is not None and store.lineage is not None and kept != store.lineage:
                 raise CorruptFileError(
-                    str(snapshot_dir),
+                    name,
                     f"lineage {store.lineage.hex()}, increment {base} has {kept.hex()} (a snapshot of a history a "
                     "re-run batch abandoned)",
                 )
@@ -279,25 +324,27 @@ class CheckpointLocation:
 
     def _lineage_of(self, version: int) -> bytes | None:
         """The lineage increment `version` records, or None when it is not here or records none."""
-        path = self.increment_path(version)
+        path = self.increment_file(version)
         try:
-            with open(path, "rb") as f:
-                prefix = f.read(64 + len(self.store_id.encode()))
+            prefix = self.fs.read_prefix(path, 64 + len(self.store_id.encode()))
         except FileNotFoundError:
             return None
-        return read_increment_header(prefix, str(path)).lineage
+        return read_increment_header(prefix, self.fs.uri(path)).lineage
 
     # ----------------------------------------------------------------- retention
 
-    def retain(self, keep_versions: int) -> list[Path]:
-        """Delete what restoring the last `keep_versions` versions does not need; returns deleted paths."""
+    def retain(self, keep_versions: int) -> list[Path] | list[str]:
+        """Delete what restoring the last `keep_versions` versions does not need; returns the deleted paths
+        (`Path`s on a local location, URIs on a remote one)."""
         if keep_versions < 1:
             raise ValueError(f"keep_versions must be at least 1, got {keep_versions}")
         oldest_kept = self.latest_version() - keep_versions + 1
         base = max((v for v in self.snapshot_versions() if v <= oldest_kept), default=None)
         if base is None:
             return []
-        doomed = [self.snapshot_path(v) for v in self._listing(SNAPSHOT_SUFFIX) if v < base]
-        doomed += [self.increment_path(v) for v in self.increment_versions() if v <= base]
+        doomed = [self.snapshot_dir(v) for v in self._listing(SNAPSHOT_SUFFIX) if v < base]
+        doomed += [self.increment_file(v) for v in self.increment_versions() if v <= base]
         self._delete(doomed, "retention")
-        return doomed
+        if self.fs.is_local:
+            return [Path(p) for p in doomed]
+        return [self.fs.uri(p) for p in doomed]

@@ -1,4 +1,8 @@
-"""Snapshots: a RocksDB checkpoint of one version plus a manifest of its files (docs/formats.md section 4)."""
+"""Snapshots: a RocksDB checkpoint of one version plus a manifest of its files (docs/formats.md section 4).
+
+Snapshots in a checkpoint location are written and read through statestore.checkpoint_fs (`fs`, the local
+file system by default).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from statestore.checkpoint_fs import LOCAL, CheckpointFS
 from statestore.errors import (
     CorruptFileError,
     MissingCheckpointFileError,
@@ -70,6 +75,20 @@ def fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
+def _download_with_crc(fs: CheckpointFS, source: str, destination: Path) -> SnapshotFile:
+    """Stream a file of `fs` into a local file durably, computing its CRC-32 on the way."""
+    crc = 0
+    size = 0
+    with fs.open_input(source) as src, open(destination, "wb") as dst:
+        while chunk := src.read(_COPY_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+            dst.write(chunk)
+        dst.flush()
+        os.fsync(dst.fileno())
+    return SnapshotFile(destination.name, size, crc)
+
+
 def copy_with_crc(source: Path, destination: Path) -> SnapshotFile:
     """Copy a file durably, computing its CRC-32 on the way."""
     crc = 0
@@ -84,12 +103,16 @@ def copy_with_crc(source: Path, destination: Path) -> SnapshotFile:
     return SnapshotFile(source.name, size, crc)
 
 
-def write_snapshot(store: VersionedStore, destination: Path) -> SnapshotManifest:
-    """Snapshot the store's committed version into the directory `destination` (must not exist).
+def write_snapshot(store: VersionedStore, destination: str | Path, fs: CheckpointFS = LOCAL) -> SnapshotManifest:
+    """Snapshot the store's committed version into the directory `destination` of `fs` (must not exist).
 
-    Built in a temporary sibling directory and renamed into place once complete, manifest included, so
-    a crash leaves either no snapshot or a complete one.
+    On a file system that renames directories atomically it is built in a temporary sibling directory and
+    renamed into place once complete, manifest included; on an object store its files are uploaded in place and
+    the manifest last (a snapshot counts only once its manifest is there). Either way a crash leaves no
+    snapshot or a complete one.
     """
+    if not fs.is_local:
+        return _upload_snapshot(store, str(destination), fs)
     destination = Path(destination)
     staging = destination.parent / f".{destination.name}.{uuid.uuid4().hex}.tmp"
     # The RocksDB checkpoint goes next to the store so that its files are hard links, not copies.
@@ -117,6 +140,38 @@ def write_snapshot(store: VersionedStore, destination: Path) -> SnapshotManifest
         shutil.rmtree(local.parent, ignore_errors=True)
 
 
+def _upload_snapshot(store: VersionedStore, destination: str, fs: CheckpointFS) -> SnapshotManifest:
+    """`write_snapshot` to a remote file system: the RocksDB checkpoint made locally, then streamed up."""
+    local = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=store.path.parent)) / "checkpoint"
+    target = f"{destination.rstrip('/')}.{uuid.uuid4().hex}.tmp" if fs.atomic_rename else destination
+    try:
+        store.checkpoint(local)
+        files = []
+        for source in sorted(f for f in local.iterdir() if f.is_file()):
+            crc = 0
+            size = 0
+            with open(source, "rb") as src, fs.open_output(fs.join(target, source.name)) as out:
+                while chunk := src.read(_COPY_CHUNK):
+                    crc = zlib.crc32(chunk, crc)
+                    size += len(chunk)
+                    out.write(chunk)
+            files.append(SnapshotFile(source.name, size, crc))
+        manifest = SnapshotManifest(store.store_id, store.version, tuple(files))
+        fs.write_atomically(fs.join(target, MANIFEST_NAME), manifest.to_json().encode("utf-8"))
+        if target != destination:
+            fs.rename(target, destination)
+        return manifest
+    except OSError as exc:
+        if target != destination:
+            fs.delete(target)
+        raise StoreWriteError(
+            f"store {store.store_id!r}: writing snapshot of version {store.version} to {fs.uri(destination)} "
+            f"failed: {exc.strerror or exc}"
+        ) from exc
+    finally:
+        shutil.rmtree(local.parent, ignore_errors=True)
+
+
 def file_entry(path: Path) -> SnapshotFile:
     """Size and CRC-32 of a file, read once."""
     crc = 0
@@ -135,11 +190,11 @@ def manifest_of(checkpoint_dir: Path, store_id: str, version: int) -> SnapshotMa
     return SnapshotManifest(store_id, version, files)
 
 
-def read_manifest(snapshot_dir: Path) -> SnapshotManifest:
-    """Read and check a snapshot's manifest."""
-    path = Path(snapshot_dir) / MANIFEST_NAME
+def read_manifest(snapshot_dir: str | Path, fs: CheckpointFS = LOCAL) -> SnapshotManifest:
+    """Read and check a snapshot's manifest (in the directory `snapshot_dir` of `fs`)."""
+    path = fs.uri(fs.join(str(snapshot_dir), MANIFEST_NAME))
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(fs.read_bytes(fs.join(str(snapshot_dir), MANIFEST_NAME)).decode("utf-8"))
     except FileNotFoundError as exc:
         raise MissingCheckpointFileError(str(path), "to read the snapshot") from exc
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -159,14 +214,19 @@ def read_manifest(snapshot_dir: Path) -> SnapshotManifest:
         raise CorruptFileError(str(path), f"manifest lacks or mangles a field: {exc!r}") from exc
 
 
-def copy_snapshot_files(snapshot_dir: Path, manifest: SnapshotManifest, local_dir: Path) -> None:
-    """Copy a snapshot's files into `local_dir`, checking each size and checksum against the manifest."""
+def copy_snapshot_files(
+    snapshot_dir: str | Path, manifest: SnapshotManifest, local_dir: Path, fs: CheckpointFS = LOCAL
+) -> None:
+    """Copy a snapshot's files (in the directory `snapshot_dir` of `fs`) into `local_dir`, streamed, checking
+    each size and checksum against the manifest."""
     local_dir.mkdir(parents=True)
     for expected in manifest.files:
-        source = snapshot_dir / expected.name
-        if not source.exists():
-            raise MissingCheckpointFileError(str(source), f"by snapshot {manifest.version}")
-        copied = copy_with_crc(source, local_dir / expected.name)
+        path = fs.join(str(snapshot_dir), expected.name)
+        source = fs.uri(path)
+        try:
+            copied = _download_with_crc(fs, path, local_dir / expected.name)
+        except FileNotFoundError as exc:
+            raise MissingCheckpointFileError(str(source), f"by snapshot {manifest.version}") from exc
         if copied.size != expected.size:
             raise CorruptFileError(str(source), f"size {copied.size} bytes, manifest says {expected.size}")
         if copied.crc32 != expected.crc32:

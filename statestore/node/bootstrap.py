@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from statestore.checkpoint_fs import LOCAL, CheckpointFS
 from statestore.errors import CorruptFileError
 from statestore.node.logs import log_event
 from statestore.rpc import replication_pb2
@@ -39,9 +40,14 @@ class Throttle:
 
 
 def stream_snapshot(
-    snapshot_dir: Path, manifest: SnapshotManifest, bytes_per_second: int, chunk_bytes: int
+    snapshot_dir: str | Path,
+    manifest: SnapshotManifest,
+    bytes_per_second: int,
+    chunk_bytes: int,
+    fs: CheckpointFS = LOCAL,
 ) -> Iterator[replication_pb2.SnapshotChunk]:
-    """The chunks of a snapshot's files, throttled, with progress logged."""
+    """The chunks of a snapshot's files (in the directory `snapshot_dir` of `fs`), throttled, with progress
+    logged."""
     yield replication_pb2.SnapshotChunk(
         start=replication_pb2.SnapshotStart(
             store_id=manifest.store_id,
@@ -54,7 +60,7 @@ def stream_snapshot(
     sent = 0
     last_progress = time.monotonic()
     for info in manifest.files:
-        with open(snapshot_dir / info.name, "rb") as source:
+        with fs.open_input(fs.join(str(snapshot_dir), info.name)) as source:
             offset = 0
             while chunk := source.read(chunk_bytes):
                 yield replication_pb2.SnapshotChunk(

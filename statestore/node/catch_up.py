@@ -9,7 +9,7 @@ import grpc
 
 from statestore import auth
 from statestore.checkpoint_location import CheckpointLocation
-from statestore.errors import CorruptFileError, StateStoreError
+from statestore.errors import StateStoreError
 from statestore.increment import Increment, decode_increment
 from statestore.node.increment_log import increment_checksum
 from statestore.node.logs import log_event
@@ -72,29 +72,33 @@ def read_from_checkpoint_location(
 ) -> Generator[Fetched, None, None]:
     """Increments `from_version..to_version` read (and verified) from the partition's checkpoint location.
 
-    Stops at the first missing or damaged file.
+    Stops at the first missing or damaged file, or when the location cannot be read (logged with the reason:
+    an unsupported scheme, refused credentials, a missing bucket).
     """
     if not store.checkpoint_dir:
         return
-    location = CheckpointLocation(store.checkpoint_dir, store.store_id)
-    for version in range(from_version, to_version + 1):
-        path = location.increment_path(version)
-        try:
-            data = path.read_bytes()
-            increment = decode_increment(data, str(path))
-            if increment.store_id != store.store_id or increment.version != version:
-                raise CorruptFileError(str(path), f"holds {increment.store_id!r} version {increment.version}")
-        except (OSError, StateStoreError) as exc:
-            log_event(
-                _log, "checkpoint_read_failed", logging.WARNING, store=store.store_id, version=version, error=str(exc)
-            )
-            return
-        yield increment, increment_checksum(data)
+    version = from_version
+    try:
+        location = CheckpointLocation(store.checkpoint_dir, store.store_id)
+        while version <= to_version:
+            increment, data = location.read_increment_and_bytes(version)
+            yield increment, increment_checksum(data)
+            version += 1
+    except (OSError, StateStoreError) as exc:
+        log_event(
+            _log, "checkpoint_read_failed", logging.WARNING, store=store.store_id, version=version, error=str(exc)
+        )
 
 
 def increment_bytes_for_pull(location: CheckpointLocation, version: int) -> bytes | None:
-    """The raw bytes of increment `version` in a checkpoint location, or None if absent."""
+    """The raw bytes of increment `version` in a checkpoint location, or None if absent or unreadable (logged
+    with the reason)."""
     try:
-        return location.increment_path(version).read_bytes()
-    except OSError:
+        return location.fs.read_bytes(location.increment_file(version))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log_event(
+            _log, "checkpoint_read_failed", logging.WARNING, store=location.store_id, version=version, error=str(exc)
+        )
         return None

@@ -310,8 +310,8 @@ class Replica:
         if not self.ref.checkpoint_dir:
             return None
         staging = self.directory / f".rewind-{uuid.uuid4().hex}.tmp"
-        location = CheckpointLocation(self.ref.checkpoint_dir, self.store_id)
         try:
+            location = CheckpointLocation(self.ref.checkpoint_dir, self.store_id)
             location.restore(staging, version, self._settings.store_options()).close()
         except (StateStoreError, OSError) as exc:
             shutil.rmtree(staging, ignore_errors=True)

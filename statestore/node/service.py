@@ -138,7 +138,12 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         if not self._serves(store):
             context.abort(grpc.StatusCode.NOT_FOUND, self._not_served(store))
-        location = CheckpointLocation(store.checkpoint_dir, store.store_id) if store.checkpoint_dir else None
+        location = None
+        if store.checkpoint_dir:
+            try:
+                location = CheckpointLocation(store.checkpoint_dir, store.store_id)
+            except StateStoreError as exc:  # an unsupported scheme: the log alone serves
+                log_event(_log, "checkpoint_read_failed", logging.WARNING, store=store.store_id, error=str(exc))
         for version in range(request.from_version, request.to_version + 1):
             data = self._log.get(partition_key(store), version)
             if data is None and location is not None:
@@ -193,15 +198,21 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
             context.abort(grpc.StatusCode.NOT_FOUND, f"{self._settings.identity} holds no replica of {store.store_id}")
         if not self._serves(store):
             context.abort(grpc.StatusCode.NOT_FOUND, self._not_served(store))
-        location = CheckpointLocation(store.checkpoint_dir, store.store_id) if store.checkpoint_dir else None
-        versions = location.snapshot_versions() if location is not None else []
+        try:
+            location = CheckpointLocation(store.checkpoint_dir, store.store_id) if store.checkpoint_dir else None
+            versions = location.snapshot_versions() if location is not None else []
+        except (OSError, StateStoreError) as exc:  # the location cannot be read: say why
+            log_event(_log, "checkpoint_read_failed", logging.WARNING, store=store.store_id, error=str(exc))
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"checkpoint location of {store.store_id}: {exc}")
         if location is None or not versions:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no snapshot of {store.store_id} on {self._settings.identity}")
-        snapshot_dir = location.snapshot_path(versions[-1])
+        snapshot_dir = location.snapshot_dir(versions[-1])
         try:
-            manifest = read_manifest(snapshot_dir)
+            manifest = read_manifest(snapshot_dir, location.fs)
         except StateStoreError as exc:
             context.abort(grpc.StatusCode.DATA_LOSS, str(exc))
+        except OSError as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"reading {location.fs.uri(snapshot_dir)}: {exc}")
         log_event(
             _log,
             "bootstrap_serving",
@@ -211,7 +222,7 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
             bytes=manifest.total_bytes,
             bytes_per_second=rate,
         )
-        yield from stream_snapshot(snapshot_dir, manifest, rate, chunk)
+        yield from stream_snapshot(snapshot_dir, manifest, rate, chunk, location.fs)
 
 
 class PrimaryService(replication_pb2_grpc.PrimaryServicer):

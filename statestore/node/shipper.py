@@ -736,10 +736,8 @@ class Shipper:
         """
         total, unknown, _missing = self._log.sizes_between(partition_key(store), acked, version, _LAG_STAT_LIMIT)
         if unknown and store.checkpoint_dir:
-            location = CheckpointLocation(store.checkpoint_dir, store.store_id)
-            for v in unknown:
-                with contextlib.suppress(OSError):
-                    total += location.increment_path(v).stat().st_size
+            with contextlib.suppress(OSError):  # statestore.checkpoint_fs errors are OSErrors
+                total += sum(CheckpointLocation(store.checkpoint_dir, store.store_id).increment_sizes(unknown).values())
         return total
 
     def close(self) -> None:
