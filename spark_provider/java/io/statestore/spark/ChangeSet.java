@@ -1,16 +1,26 @@
 package io.statestore.spark;
 
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
- * The changes of the commit in progress, reduced to at most one record per key (formats.md 3.2):
- * the increment is written from here, so commit never scans the database.
+ * The changes of the commit in progress, reduced to at most one record per key (formats.md 3.2): the increment
+ * is written from here, so commit never scans the database.
+ *
+ * <p>Kept in the increment body's own shape while the batch writes (docs/performance.md): per column family,
+ * records in arrival order as columns (op, key length, value length) with their key and value bytes one after
+ * the other in one buffer, and an open-addressing index from key to its live record. A key written again has its
+ * earlier record marked dead and a new one appended, so a write costs one probe and two copies, no objects; and a
+ * commit whose keys were each written once copies the columns and the bytes into the body in bulk.
  */
 final class ChangeSet {
-  /** A key with a cached hash, usable as a map key. */
+  /** A key with a cached hash, usable as a map key (for readers of increments that collect touched keys). */
   static final class Key {
     final byte[] bytes;
     private final int hash;
@@ -31,65 +41,206 @@ final class ChangeSet {
     }
   }
 
-  /** The net change of one key. */
-  static final class Change {
-    byte op;
-    byte[] value;
+  /** A record slot no longer live: the same key was written again later in the commit. */
+  private static final byte DEAD = 0;
 
-    Change(byte op, byte[] value) {
-      this.op = op;
-      this.value = value;
+  /** One column family's records (see the class comment). */
+  static final class CfChanges {
+    private byte[] ops = new byte[256];
+    private int[] keyLen = new int[256];
+    /** Value length; a DELETE has none (0, as the body stores it). */
+    private int[] valueLen = new int[256];
+    /** Where the record's key starts in {@link #data}; its value follows the key. */
+    private int[] offset = new int[256];
+    private int[] hashes = new int[256];
+    private byte[] data = new byte[16 * 1024];
+    private int dataLen;
+    private int records;
+    private int dead;
+    /** Open addressing: record index + 1 of the live record of a key, 0 for an empty slot. */
+    private int[] slots = new int[512];
+
+    int live() {
+      return records - dead;
+    }
+
+    private static int hash(byte[] key) {
+      int h = Arrays.hashCode(key) * 0x9E3779B9;
+      return h ^ (h >>> 16);
+    }
+
+    /** The slot holding {@code key}'s live record, or the empty slot where it would go. */
+    private int slotOf(byte[] key, int hash) {
+      int mask = slots.length - 1;
+      for (int s = hash & mask; ; s = (s + 1) & mask) {
+        int r = slots[s] - 1;
+        if (r < 0) return s;
+        if (hashes[r] == hash && keyLen[r] == key.length
+            && Arrays.equals(data, offset[r], offset[r] + key.length, key, 0, key.length)) {
+          return s;
+        }
+      }
+    }
+
+    /** The value bytes of record {@code r}. */
+    private byte[] value(int r) {
+      int from = offset[r] + keyLen[r];
+      return Arrays.copyOfRange(data, from, from + valueLen[r]);
+    }
+
+    /** Writes {@code op} of {@code key} (value null for a delete); returns the bytes it added net. */
+    long write(byte op, byte[] key, byte[] value) {
+      int h = hash(key);
+      int s = slotOf(key, h);
+      long freed = 0;
+      int previous = slots[s] - 1;
+      if (previous >= 0) {
+        freed = keyLen[previous] + valueLen[previous];
+        ops[previous] = DEAD;
+        dead++;
+      }
+      int r = append(op, key, value, h);
+      slots[s] = r + 1;
+      if (previous < 0 && 2 * live() > slots.length) rehash();
+      return key.length + (value == null ? 0 : value.length) - freed;
+    }
+
+    /** Appends an operand (formats.md 3.2): a put or delete earlier in this commit turns into a put of the result. */
+    long merge(byte[] key, byte[] operand) {
+      int r = slots[slotOf(key, hash(key))] - 1;
+      if (r < 0) return write(Increment.MERGE, key, operand);
+      if (ops[r] == Increment.DELETE) return write(Increment.PUT, key, operand);
+      return write(ops[r], key, ChangeSet.concat(value(r), operand));
+    }
+
+    private int append(byte op, byte[] key, byte[] value, int h) {
+      if (records == ops.length) {
+        int n = records * 2;
+        ops = Arrays.copyOf(ops, n);
+        keyLen = Arrays.copyOf(keyLen, n);
+        valueLen = Arrays.copyOf(valueLen, n);
+        offset = Arrays.copyOf(offset, n);
+        hashes = Arrays.copyOf(hashes, n);
+      }
+      int v = value == null ? 0 : value.length;
+      long need = (long) dataLen + key.length + v;
+      if (need > data.length) {
+        if (need > Integer.MAX_VALUE - 64) throw new IllegalStateException("changes of one commit over 2 GiB");
+        data = Arrays.copyOf(data, (int) Math.min(Integer.MAX_VALUE - 64, Math.max(need, 2L * data.length)));
+      }
+      System.arraycopy(key, 0, data, dataLen, key.length);
+      if (v > 0) System.arraycopy(value, 0, data, dataLen + key.length, v);
+      int r = records++;
+      ops[r] = op;
+      keyLen[r] = key.length;
+      valueLen[r] = v;
+      offset[r] = dataLen;
+      hashes[r] = h;
+      dataLen += key.length + v;
+      return r;
+    }
+
+    private void rehash() {
+      slots = new int[slots.length * 2];
+      int mask = slots.length - 1;
+      for (int r = 0; r < records; r++) {
+        if (ops[r] == DEAD) continue;
+        int s = hashes[r] & mask;
+        while (slots[s] != 0) s = (s + 1) & mask;
+        slots[s] = r + 1;
+      }
+    }
+
+    /** The keys of the live records. */
+    List<byte[]> keys() {
+      List<byte[]> out = new ArrayList<>(live());
+      for (int r = 0; r < records; r++) {
+        if (ops[r] != DEAD) out.add(Arrays.copyOfRange(data, offset[r], offset[r] + keyLen[r]));
+      }
+      return out;
+    }
+
+    /** Bytes of the live records' keys and values. */
+    long liveDataBytes() {
+      if (dead == 0) return dataLen;
+      long n = 0;
+      for (int r = 0; r < records; r++) if (ops[r] != DEAD) n += keyLen[r] + valueLen[r];
+      return n;
+    }
+
+    void putOps(ByteBuffer body) {
+      if (dead == 0) {
+        body.put(ops, 0, records);
+        return;
+      }
+      for (int r = 0; r < records; r++) if (ops[r] != DEAD) body.put(ops[r]);
+    }
+
+    void putCfIndex(ByteBuffer body, short cf) {
+      for (int i = live(); i > 0; i--) body.putShort(cf);
+    }
+
+    void putKeyLengths(ByteBuffer body) {
+      putLengths(body, keyLen);
+    }
+
+    void putValueLengths(ByteBuffer body) {
+      putLengths(body, valueLen);
+    }
+
+    private void putLengths(ByteBuffer body, int[] lengths) {
+      if (dead == 0) {
+        body.asIntBuffer().put(lengths, 0, records);
+        body.position(body.position() + 4 * records);
+        return;
+      }
+      for (int r = 0; r < records; r++) if (ops[r] != DEAD) body.putInt(lengths[r]);
+    }
+
+    void putData(ByteBuffer body) {
+      if (dead == 0) {
+        body.put(data, 0, dataLen);
+        return;
+      }
+      for (int r = 0; r < records; r++) {
+        if (ops[r] != DEAD) body.put(data, offset[r], keyLen[r] + valueLen[r]);
+      }
     }
   }
 
-  private final Map<String, HashMap<Key, Change>> byCf = new LinkedHashMap<>();
-  private final java.util.LinkedHashSet<String> dropped = new java.util.LinkedHashSet<>();
-  private final java.util.LinkedHashSet<String> created = new java.util.LinkedHashSet<>();
+  private final Map<String, CfChanges> byCf = new LinkedHashMap<>();
+  private final Set<String> dropped = new LinkedHashSet<>();
+  private final Set<String> created = new LinkedHashSet<>();
   private long bytes;
 
-  private HashMap<Key, Change> cf(String name) {
-    return byCf.computeIfAbsent(name, n -> new HashMap<>());
+  private CfChanges cf(String name) {
+    return byCf.computeIfAbsent(name, n -> new CfChanges());
   }
 
-  /** The key and value arrays are owned by the change set from here on. */
+  /** The key and value are copied: the caller keeps its arrays. */
   void put(String cf, byte[] key, byte[] value) {
-    Change prev = cf(cf).put(new Key(key), new Change(Increment.PUT, value));
-    bytes += key.length + value.length - (prev == null ? 0 : (prev.value == null ? 0 : prev.value.length));
+    bytes += cf(cf).write(Increment.PUT, key, value);
   }
 
   void delete(String cf, byte[] key) {
-    Change prev = cf(cf).put(new Key(key), new Change(Increment.DELETE, null));
-    bytes += prev == null ? key.length : 0;
+    bytes += cf(cf).write(Increment.DELETE, key, null);
   }
 
   /** Appends an operand: a put or delete earlier in this commit turns into a put of the result. */
   void merge(String cf, byte[] key, byte[] operand) {
-    HashMap<Key, Change> m = cf(cf);
-    Key k = new Key(key);
-    Change c = m.get(k);
-    if (c == null) {
-      m.put(k, new Change(Increment.MERGE, operand));
-      bytes += key.length + operand.length;
-    } else if (c.op == Increment.DELETE) {
-      c.op = Increment.PUT;
-      c.value = operand;
-      bytes += operand.length;
-    } else {
-      c.value = concat(c.value, operand);
-      bytes += operand.length;
-    }
+    bytes += cf(cf).merge(key, operand);
   }
 
   /** Forgets the keys of a dropped column family; the drop itself leads the increment. */
   void dropCf(String cf) {
-    HashMap<Key, Change> m = byCf.remove(cf);
-    if (m != null) m.clear();
+    CfChanges m = byCf.remove(cf);
+    if (m != null) bytes -= m.liveDataBytes();
     if (!created.remove(cf)) dropped.add(cf);
   }
 
   void createCf(String cf) {
     created.add(cf);
-    byCf.computeIfAbsent(cf, n -> new HashMap<>());
+    cf(cf);
   }
 
   boolean isEmpty() {
@@ -100,27 +251,28 @@ final class ChangeSet {
     return bytes;
   }
 
-  java.util.Set<String> droppedCfs() {
+  Set<String> droppedCfs() {
     return dropped;
   }
 
-  java.util.Set<String> touchedCfs() {
+  Set<String> touchedCfs() {
     return byCf.keySet();
   }
 
-  java.util.Set<String> createdCfs() {
+  Set<String> createdCfs() {
     return created;
   }
 
   /** The keys this commit changed in column family {@code cf}. */
-  java.util.List<byte[]> keys(String cf) {
-    HashMap<Key, Change> m = byCf.get(cf);
-    java.util.List<byte[]> out = new java.util.ArrayList<>(m == null ? 0 : m.size());
-    if (m != null) for (Key k : m.keySet()) out.add(k.bytes);
-    return out;
+  List<byte[]> keys(String cf) {
+    CfChanges m = byCf.get(cf);
+    return m == null ? new ArrayList<>() : m.keys();
   }
 
-  /** Builds the increment; {@code counts} gives each column family's exact key count after the commit. */
+  /**
+   * The increment of these changes; {@code counts} gives each column family's exact key count after the commit.
+   * Its records stay here (the increment's segments): encode it before this change set is cleared.
+   */
   Increment toIncrement(String storeId, long version, java.util.function.ToLongFunction<String> counts) {
     Increment inc = new Increment(storeId, version, version - 1);
     for (String cf : dropped) {
@@ -128,17 +280,14 @@ final class ChangeSet {
       int idx = inc.addCf(cf, false, 0);
       inc.add(Increment.DROP_COLUMN_FAMILY, idx, new byte[0], null);
     }
-    for (Map.Entry<String, HashMap<Key, Change>> e : byCf.entrySet()) {
+    for (Map.Entry<String, CfChanges> e : byCf.entrySet()) {
       String cf = e.getKey();
       int idx = inc.addCf(cf, true, counts.applyAsLong(cf));
       if (dropped.contains(cf)) inc.add(Increment.DROP_COLUMN_FAMILY, idx, new byte[0], null);
     }
     for (int idx = 0; idx < inc.cfTable.size(); idx++) {
       Increment.CfEntry entry = inc.cfTable.get(idx);
-      if (!entry.exists) continue;
-      for (Map.Entry<Key, Change> c : byCf.get(entry.name).entrySet()) {
-        inc.add(c.getValue().op, idx, c.getKey().bytes, c.getValue().value);
-      }
+      if (entry.exists) inc.addSegment(idx, byCf.get(entry.name));
     }
     return inc;
   }

@@ -37,6 +37,11 @@ public final class Increment {
   public byte[][] keys = new byte[16][];
   public byte[][] values = new byte[16][];
   public int size;
+  /** Records still in a commit's change set, in its own columns (ChangeSet), after the records above. */
+  final List<Segment> segments = new ArrayList<>();
+
+  /** A column family's records in a change set. */
+  record Segment(int cf, ChangeSet.CfChanges changes) {}
 
   public Increment(String storeId, long version, long baseVersion) {
     this.storeId = storeId;
@@ -47,6 +52,18 @@ public final class Increment {
   public int addCf(String name, boolean exists, long keyCount) {
     cfTable.add(new CfEntry(name, exists, keyCount));
     return cfTable.size() - 1;
+  }
+
+  /** Appends column family {@code cf}'s records of a change set (none when it holds no live record). */
+  void addSegment(int cf, ChangeSet.CfChanges changes) {
+    if (changes != null && changes.live() > 0) segments.add(new Segment(cf, changes));
+  }
+
+  /** Every record: those added one by one and those of the segments. */
+  public int records() {
+    int n = size;
+    for (Segment s : segments) n += s.changes().live();
+    return n;
   }
 
   public void add(byte op, int cf, byte[] key, byte[] value) {

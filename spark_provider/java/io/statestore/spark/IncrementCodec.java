@@ -35,24 +35,31 @@ public final class IncrementCodec {
 
   /** The file's bytes; {@code zstdLevel <= 0} stores the body uncompressed. */
   public static byte[] encode(Increment inc, int zstdLevel) {
-    int n = inc.size;
+    int n = inc.records();
+    int own = inc.size; // the records added one by one come first, then the change set's segments
     long dataLen = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < own; i++) {
       dataLen += inc.keys[i].length + (inc.values[i] == null ? 0 : inc.values[i].length);
     }
+    for (Increment.Segment s : inc.segments) dataLen += s.changes().liveDataBytes();
     long rawLen = (long) n * 11 + dataLen;
     if (rawLen > Integer.MAX_VALUE - 64) {
       throw new IllegalStateException("increment body too large: " + rawLen + " bytes");
     }
     ByteBuffer body = ByteBuffer.allocate((int) rawLen);
-    body.put(inc.ops, 0, n);
-    for (int i = 0; i < n; i++) body.putShort(inc.cfIndex[i]);
-    for (int i = 0; i < n; i++) body.putInt(inc.keys[i].length);
-    for (int i = 0; i < n; i++) body.putInt(inc.values[i] == null ? 0 : inc.values[i].length);
-    for (int i = 0; i < n; i++) {
+    body.put(inc.ops, 0, own);
+    for (Increment.Segment s : inc.segments) s.changes().putOps(body);
+    for (int i = 0; i < own; i++) body.putShort(inc.cfIndex[i]);
+    for (Increment.Segment s : inc.segments) s.changes().putCfIndex(body, (short) s.cf());
+    for (int i = 0; i < own; i++) body.putInt(inc.keys[i].length);
+    for (Increment.Segment s : inc.segments) s.changes().putKeyLengths(body);
+    for (int i = 0; i < own; i++) body.putInt(inc.values[i] == null ? 0 : inc.values[i].length);
+    for (Increment.Segment s : inc.segments) s.changes().putValueLengths(body);
+    for (int i = 0; i < own; i++) {
       body.put(inc.keys[i]);
       if (inc.values[i] != null) body.put(inc.values[i]);
     }
+    for (Increment.Segment s : inc.segments) s.changes().putData(body);
     byte[] raw = body.array();
     byte[] stored = zstdLevel > 0 ? Zstd.compress(raw, zstdLevel) : raw;
 

@@ -476,7 +476,7 @@ public final class StatestoreProvider implements StateStoreProvider {
         CompletableFuture<ChannelFrames.Reply> answer = channel.committed(storeIdString, checkpoint.dir.toString(),
             inc.version, rewritesHistory, bytes, settings.syncReplication, sidecarSpec);
         long taskMillis = (System.nanoTime() - batchStartNanos) / 1_000_000;
-        long rows = inc.size;
+        long rows = inc.records();
         long stateBytes = store.sstBytes();
         LocalChannel to = channel;
         report = () -> to.load(storeIdString, checkpoint.dir.toString(), inc.version, taskMillis, rows, stateBytes,
@@ -489,13 +489,13 @@ public final class StatestoreProvider implements StateStoreProvider {
       }
       Faults.at(settings.faultsFile, "committed", storeId.partitionId(), storeIdString);
       long end = System.nanoTime();
-      lastCommit = new LastCommit(bytes.length, inc.size, (end - start) / 1_000_000, (prepared - start) / 1_000_000,
+      lastCommit = new LastCommit(bytes.length, inc.records(), (end - start) / 1_000_000, (prepared - start) / 1_000_000,
           (encoded - prepared) / 1_000_000, (written - encoded) / 1_000_000);
       if (LOG.isDebugEnabled()) {
         LOG.debug("statestore: commit of {} version {}: {} ms (prepare {} ms, encode {} ms, write {} ms, "
             + "rest {} ms), {} records, {} bytes", storeIdString, inc.version, lastCommit.commitMs(),
             lastCommit.prepareMs(), lastCommit.encodeMs(), lastCommit.writeMs(), (end - written) / 1_000_000,
-            inc.size, bytes.length);
+            inc.records(), bytes.length);
       }
       return new Committed(inc.version, synced, report);
     } catch (IOException | RocksDBException | RuntimeException e) {
