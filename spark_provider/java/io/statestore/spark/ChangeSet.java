@@ -59,6 +59,8 @@ final class ChangeSet {
     private int dead;
     /** Open addressing: record index + 1 of the live record of a key, 0 for an empty slot. */
     private int[] slots = new int[512];
+    /** The op of the key's live record before the last write ({@link #DEAD}: none). */
+    byte previousOp;
 
     int live() {
       return records - dead;
@@ -94,6 +96,7 @@ final class ChangeSet {
       int s = slotOf(key, h);
       long freed = 0;
       int previous = slots[s] - 1;
+      previousOp = previous >= 0 ? ops[previous] : DEAD;
       if (previous >= 0) {
         freed = keyLen[previous] + valueLen[previous];
         ops[previous] = DEAD;
@@ -103,6 +106,12 @@ final class ChangeSet {
       slots[s] = r + 1;
       if (previous < 0 && 2 * live() > slots.length) rehash();
       return key.length + (value == null ? 0 : value.length) - freed;
+    }
+
+    /** The op of {@code key}'s live record ({@link #DEAD}: the commit did not write it). */
+    byte current(byte[] key) {
+      int r = slots[slotOf(key, hash(key))] - 1;
+      return r < 0 ? DEAD : ops[r];
     }
 
     /** Appends an operand (formats.md 3.2): a put or delete earlier in this commit turns into a put of the result. */
@@ -217,13 +226,24 @@ final class ChangeSet {
     return byCf.computeIfAbsent(name, n -> new CfChanges());
   }
 
-  /** The key and value are copied: the caller keeps its arrays. */
-  void put(String cf, byte[] key, byte[] value) {
-    bytes += cf(cf).write(Increment.PUT, key, value);
+  /**
+   * Records a put (the key and value are copied: the caller keeps its arrays); returns the op of the key's
+   * record before it, 0 when the commit had not written the key.
+   */
+  byte put(String cf, byte[] key, byte[] value) {
+    CfChanges c = cf(cf);
+    bytes += c.write(Increment.PUT, key, value);
+    return c.previousOp;
   }
 
   void delete(String cf, byte[] key) {
     bytes += cf(cf).write(Increment.DELETE, key, null);
+  }
+
+  /** The op of {@code key}'s record in this commit, 0 when the commit has not written it. */
+  byte current(String cf, byte[] key) {
+    CfChanges c = byCf.get(cf);
+    return c == null ? DEAD : c.current(key);
   }
 
   /** Appends an operand: a put or delete earlier in this commit turns into a put of the result. */

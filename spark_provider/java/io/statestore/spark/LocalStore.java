@@ -63,6 +63,8 @@ final class LocalStore implements AutoCloseable {
   private final Object cfLock = new Object();
   private final Map<String, long[]> counts = new HashMap<>();
   private final ChangeSet changes = new ChangeSet();
+  /** What the task's reads found, so that its writes need no second lookup for the count (KeyPresence). */
+  private final KeyPresence presence = new KeyPresence();
   private long version;
   /** Lineage of the committed version (formats.md 3.4); null: not known. */
   private byte[] lineage;
@@ -200,20 +202,38 @@ final class LocalStore implements AutoCloseable {
     return db.get(handle(cf), key);
   }
 
+  /** A task's read ({@link #get}), remembered for the count of a later write of the key (KeyPresence). Only the
+   * task's thread calls it, never while a pending increment is applied in the background. */
+  byte[] read(String cf, byte[] key) throws RocksDBException {
+    byte[] v = db.get(handle(cf), key);
+    presence.note(cf, key, v != null);
+    return v;
+  }
+
   boolean exists(String cf, byte[] key) {
     return db.keyExists(handle(cf), key);
   }
 
-  /** {@code existed} tells whether the key held a value before (for the exact count). */
-  void put(String cf, byte[] key, byte[] value, boolean existed) throws RocksDBException {
-    db.put(handle(cf), writeOptions, key, value);
+  /** Whether {@code key} holds a value now: the commit's record of it, else {@code known} (a KeyPresence answer
+   * the caller had), else what a read remembered, else RocksDB. */
+  private boolean holdsValue(String cf, ColumnFamilyHandle h, byte[] key, byte recorded, int known) {
+    if (recorded != 0) return recorded != Increment.DELETE;
+    if (known == KeyPresence.UNKNOWN) known = presence.lookup(cf, key);
+    return known == KeyPresence.UNKNOWN ? db.keyExists(h, key) : known == KeyPresence.PRESENT;
+  }
+
+  /** {@code known}: whether the key held a value before, as the caller knows it (KeyPresence's answers). */
+  void put(String cf, byte[] key, byte[] value, int known) throws RocksDBException {
+    ColumnFamilyHandle h = handle(cf);
+    byte recorded = changes.put(cf, key, value); // before the write below: RocksDB still has the old state
+    boolean existed = holdsValue(cf, h, key, recorded, known);
+    db.put(h, writeOptions, key, value);
     if (!existed) counter(cf)[0]++;
-    changes.put(cf, key, value);
   }
 
   void delete(String cf, byte[] key) throws RocksDBException {
     ColumnFamilyHandle h = handle(cf);
-    if (!db.keyExists(h, key)) return;
+    if (!holdsValue(cf, h, key, changes.current(cf, key), KeyPresence.UNKNOWN)) return;
     db.delete(h, writeOptions, key);
     counter(cf)[0]--;
     changes.delete(cf, key);
@@ -250,6 +270,7 @@ final class LocalStore implements AutoCloseable {
     }
     counts.remove(cf);
     changes.dropCf(cf);
+    presence.clear();
     return true;
   }
 
@@ -309,6 +330,7 @@ final class LocalStore implements AutoCloseable {
     version = inc.version;
     lineage = next;
     changes.clear();
+    presence.clear();
     endBatch();
   }
 
@@ -368,6 +390,7 @@ final class LocalStore implements AutoCloseable {
       for (Map.Entry<String, Long> e : countsAtBatchStart.entrySet()) counts.put(e.getKey(), new long[] {e.getValue()});
     }
     changes.clear();
+    presence.clear();
     endBatch();
     return true;
   }
@@ -435,6 +458,7 @@ final class LocalStore implements AutoCloseable {
     }
     version = inc.version;
     lineage = next;
+    presence.clear();
   }
 
   /** An increment that continues another history than the one the store holds (formats.md 3.4). */

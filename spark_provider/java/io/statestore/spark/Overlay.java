@@ -72,7 +72,7 @@ final class Overlay {
   int replayOnto(LocalStore store) throws RocksDBException {
     for (Write w : writes) {
       switch (w.op) {
-        case Increment.PUT -> store.put(w.cf, w.key, w.value, store.exists(w.cf, w.key));
+        case Increment.PUT -> store.put(w.cf, w.key, w.value, KeyPresence.UNKNOWN);
         case Increment.DELETE -> store.delete(w.cf, w.key);
         default -> store.merge(w.cf, w.key, w.value);
       }

@@ -119,7 +119,7 @@ public final class StatestoreStore implements StateStore {
     byte[] k = c.encodeKey(key);
     try {
       if (overlaid()) return c.decodeValue(partial.get(cf, k));
-      byte[] v = local.get(cf, k);
+      byte[] v = local.read(cf, k);
       lastCf = cf;
       lastKey = k;
       lastExisted = v != null;
@@ -151,9 +151,10 @@ public final class StatestoreStore implements StateStore {
     }
   }
 
-  private boolean existedBefore(String cf, byte[] k) {
-    if (cf.equals(lastCf) && Arrays.equals(k, lastKey)) return lastExisted;
-    return local.exists(cf, k);
+  /** Whether {@code k} held a value, when the last get or write was of it (KeyPresence's answers). */
+  private int knownBefore(String cf, byte[] k) {
+    if (cf.equals(lastCf) && Arrays.equals(k, lastKey)) return lastExisted ? KeyPresence.PRESENT : KeyPresence.ABSENT;
+    return KeyPresence.UNKNOWN;
   }
 
   private void rememberWrite(String cf, byte[] k, boolean exists) {
@@ -173,7 +174,7 @@ public final class StatestoreStore implements StateStore {
       return;
     }
     try {
-      local.put(cf, k, c.encodeValue(value), existedBefore(cf, k));
+      local.put(cf, k, c.encodeValue(value), knownBefore(cf, k));
       rememberWrite(cf, k, true);
     } catch (RocksDBException e) {
       throw fail("put", e);
@@ -191,7 +192,7 @@ public final class StatestoreStore implements StateStore {
       return;
     }
     try {
-      local.put(cf, k, c.encodeValues(values), existedBefore(cf, k));
+      local.put(cf, k, c.encodeValues(values), knownBefore(cf, k));
       rememberWrite(cf, k, true);
     } catch (RocksDBException e) {
       throw fail("putList", e);
