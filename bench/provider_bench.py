@@ -3,7 +3,10 @@
     python bench/provider_bench.py [--quick] --out FILE.json
 
 Providers: ours (`statestore`), Spark's RocksDB with changelog checkpointing (`rocksdb_changelog`, the
-peer to beat), Spark's RocksDB (`rocksdb`) and Spark's HDFS-backed one (`hdfs`). Writes
+peer to beat), Spark's RocksDB (`rocksdb`) and Spark's HDFS-backed one (`hdfs`), in one `local[2]` application;
+then ours with replication on (`statestore_q1`: one replica per partition on the other executor's node) and
+`rocksdb_changelog` again in a `local-cluster` application of one-core executors, its ratios taken to that
+same-cluster baseline (`baseline_batch_ms_median`, `baseline_commit_ms_median`). Writes
 {"providers": {NAME: {"batch_ms_median", "commit_ms_median", "checkpoint_bytes"}}, "results_match": bool},
 prints a table with ratios to `rocksdb_changelog`, and writes a PNG next to the JSON.
 """
@@ -137,7 +140,9 @@ def print_table(results: dict[str, dict[str, float]]) -> None:
           f"{'ckpt bytes':>12s} {'ratio':>6s}")
     for name, r in results.items():
         def ratio(key: str, r: dict[str, float] = r) -> str:
-            return f"{r[key] / base[key]:.2f}x" if base[key] else "-"
+            # statestore_q1 ran on local-cluster: its ratios are to RocksDB with changelog in that same cluster.
+            reference = r.get(f"baseline_{key}", base[key])
+            return f"{r[key] / reference:.2f}x" if reference else "-"
 
         print(f"{name:18s} {r['batch_ms_median']:9.0f} {ratio('batch_ms_median'):>6s} "
               f"{r['commit_ms_median']:10.0f} {ratio('commit_ms_median'):>6s} "
@@ -162,12 +167,44 @@ def write_png(results: dict[str, dict[str, float]], path: Path, title: str) -> N
                               ("median batch time (ms)", "median commit time (ms)", "checkpoint bytes"),
                               strict=True):
         ax.bar(names, [results[n][key] for n in names],
-               color=["tab:green" if n == "statestore" else "tab:gray" for n in names])
+               color=["tab:green" if n.startswith("statestore") else "tab:gray" for n in names])
         ax.set_title(label)
         ax.tick_params(axis="x", rotation=30)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
+
+
+def run_session(master: str, names: list[str], work: Path, workload: Workload, partitions: int,
+                replication_factor: int) -> tuple[dict[str, dict[str, float]], dict[str, list]]:
+    """One Spark application on `master` (ours with `replication_factor`): a warm-up on every provider of `names`,
+    then the workload on each; returns figures and digests per provider."""
+    from pyspark.sql import SparkSession
+
+    import spark_provider
+
+    builder = (SparkSession.builder.master(master).appName("provider-bench")
+               .config("spark.sql.shuffle.partitions", str(partitions))
+               .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g"))
+    if master.startswith("local-cluster"):
+        builder = builder.config("spark.executor.memory", "2g").config("spark.locality.wait", "0")
+    spark = spark_provider.enable(builder, replication_factor=replication_factor).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    results: dict[str, dict[str, float]] = {}
+    digests: dict[str, list] = {}
+    try:
+        print(f"{master}, replication factor {replication_factor}: warming up the JVMs on every provider ...",
+              flush=True)
+        for name in names:
+            run_provider(spark, name, work / "warmup", work / "warm", 2, verbose=False)
+        for name in names:
+            print(f"running {name} ...", flush=True)
+            started = time.time()
+            results[name], digests[name] = run_provider(spark, name, work / "input", work, workload.batches)
+            print(f"  {name} done in {time.time() - started:.1f}s", flush=True)
+    finally:
+        spark.stop()
+    return results, digests
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,48 +213,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small run (a couple of minutes)")
     parser.add_argument("--out", required=True, help="JSON file to write (a PNG is written next to it)")
     parser.add_argument("--partitions", type=int, default=2, help="spark.sql.shuffle.partitions")
+    parser.add_argument("--no-q1", action="store_true", help="skip the replicated run on local-cluster")
     args = parser.parse_args(argv)
     workload = QUICK if args.quick else FULL
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import spark_provider
-
-    builder = (SparkSession.builder.master("local[2]").appName("provider-bench")
-               .config("spark.sql.shuffle.partitions", str(args.partitions))
-               .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g"))
-    spark = spark_provider.enable(builder).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
     work = Path(tempfile.mkdtemp(prefix="provider-bench-"))
     try:
         print(f"writing input: {workload.batches} batches x {workload.rows_per_batch} rows, "
               f"{workload.distinct_keys} key space", flush=True)
         write_input(work / "input", workload)
-        warm = Workload(batches=2, rows_per_batch=2_000, distinct_keys=3_000)
-        write_input(work / "warmup", warm)
-        print("warming up the JVM on every provider ...", flush=True)
-        for name in PROVIDERS:
-            run_provider(spark, name, work / "warmup", work / "warm", warm.batches, verbose=False)
-        results: dict[str, dict[str, float]] = {}
-        digests: dict[str, list] = {}
-        for name in PROVIDERS:
-            print(f"running {name} ...", flush=True)
-            started = time.time()
-            results[name], digests[name] = run_provider(spark, name, work / "input", work, workload.batches)
-            print(f"  {name} done in {time.time() - started:.1f}s", flush=True)
+        write_input(work / "warmup", Workload(batches=2, rows_per_batch=2_000, distinct_keys=3_000))
+        # One JVM (local[2]): every provider, ours with no replica (a single executor has no other node).
+        results, digests = run_session("local[2]", list(PROVIDERS), work, workload, args.partitions, 1)
+        same_cluster = {}
+        if not args.no_q1:
+            # Ours with replication on needs executors on other nodes: local-cluster, one core each, beside Spark's
+            # RocksDB with changelog checkpointing run in the same application as the ratio's baseline.
+            q1, q1_digests = run_session(f"local-cluster[{args.partitions},1,2048]",
+                                         ["statestore", BASELINE], work, workload, args.partitions, 1)
+            results["statestore_q1"] = {**q1["statestore"], "baseline_batch_ms_median": q1[BASELINE]["batch_ms_median"],
+                                        "baseline_commit_ms_median": q1[BASELINE]["commit_ms_median"]}
+            digests["statestore_q1"] = q1_digests["statestore"]
+            same_cluster = {BASELINE: q1[BASELINE]}
+            digests["rocksdb_changelog_cluster"] = q1_digests[BASELINE]
     finally:
-        spark.stop()
         shutil.rmtree(work, ignore_errors=True)
 
     reference = digests[BASELINE]
     match = all(d == reference for d in digests.values())
     print_table(results)
+    if "statestore_q1" in results:
+        q1 = results["statestore_q1"]
+        batch_ratio = q1["batch_ms_median"] / q1["baseline_batch_ms_median"]
+        commit_ratio = q1["commit_ms_median"] / max(q1["baseline_commit_ms_median"], 1)
+        print(f"\nstatestore_q1 (q=1 on local-cluster[{args.partitions},1,2048]): batch "
+              f"{q1['batch_ms_median']:.0f} ms, {batch_ratio:.2f}x of RocksDB with changelog checkpointing in the same "
+              f"cluster ({q1['baseline_batch_ms_median']:.0f} ms); commit {q1['commit_ms_median']:.0f} ms, "
+              f"{commit_ratio:.2f}x")
     print(f"\nresults match across providers: {match}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"providers": results, "results_match": match, "workload": workload.__dict__},
-                              indent=2))
+    out.write_text(json.dumps({"providers": results, "same_cluster_baseline": same_cluster, "results_match": match,
+                               "workload": workload.__dict__}, indent=2))
     png = out.with_suffix(".png")
     write_png(results, png, f"stateful aggregation, {workload.batches} x {workload.rows_per_batch} rows")
     print(f"wrote {out} and {png}")
