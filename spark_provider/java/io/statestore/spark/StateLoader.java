@@ -323,6 +323,37 @@ final class StateLoader {
     }
   }
 
+  /**
+   * Replays {@code version} from snapshot {@code snapshot} of the checkpoint location and the increments above it
+   * (Spark's {@code replayStateFromSnapshot}: the state data source's {@code snapshotStartBatchId}), whatever newer
+   * snapshots or copies exist: a user replays from an older snapshot when a newer one is in doubt. The snapshot
+   * must be in the checkpoint location; an error names it and the snapshots there are.
+   */
+  Loaded replayFromSnapshot(File dir, long snapshot, long version, byte[] wanted)
+      throws IOException, RocksDBException {
+    long start = System.nanoTime();
+    CheckpointDir.Listing listing = checkpoint.list();
+    if (!listing.snapshots().contains(snapshot)) {
+      throw new IOException("statestore: no snapshot of version " + snapshot + " (batch " + (snapshot - 1) + ") of "
+          + storeId + " in " + checkpoint.dir + " to replay from; its snapshots are at versions "
+          + listing.snapshots());
+    }
+    LocalStore store = openSnapshot(dir, snapshot, listing);
+    try {
+      for (long v = snapshot + 1; v <= version; v++) {
+        store.apply(checkpoint.readIncrement(v), checkpoint.incrementPath(v).toString());
+      }
+      String mismatch = new Target(version, wanted).mismatch(store, "version " + version + " replayed from snapshot "
+          + snapshot);
+      if (mismatch != null) throw new IOException("statestore: " + mismatch);
+    } catch (IOException | RocksDBException | RuntimeException e) {
+      store.close();
+      throw e;
+    }
+    return new Loaded(store, Source.CHECKPOINT, snapshot, version - snapshot, elapsedMs(start), listing.latest(), "",
+        null, false);
+  }
+
   /** A store restored from the checkpoint location, and the version it started from (its snapshot's, or 0). */
   private record Restored(LocalStore store, long base) {}
 

@@ -18,6 +18,7 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
+import org.apache.spark.sql.execution.streaming.state.SupportsFineGrainedReplay;
 import org.apache.spark.sql.types.StructType;
 import org.rocksdb.RocksDBException;
 import org.slf4j.Logger;
@@ -28,7 +29,7 @@ import org.slf4j.LoggerFactory;
  * RocksDB, writes every commit's increment durably to the checkpoint location, snapshots in the background
  * and restores exactly any retained version.
  */
-public final class StatestoreProvider implements StateStoreProvider {
+public final class StatestoreProvider implements StateStoreProvider, SupportsFineGrainedReplay {
   private static final Logger LOG = LoggerFactory.getLogger(StatestoreProvider.class);
   /** Longest a background snapshot waits for a quiet point between batches before the next commit retries. */
   private static final long QUIET_POINT_WAIT_NANOS = TimeUnit.MINUTES.toNanos(5);
@@ -200,17 +201,82 @@ public final class StatestoreProvider implements StateStoreProvider {
     }
     // Spark's coordinator asks for a snapshot at this commit when the store's snapshot uploads lag.
     snapshotAtCommit = forceSnapshotOnCommit;
+    settleCurrent();
+    if (local == null && channel != null) takeOverFromPrevious();
+    byte[] wanted = CheckpointIds.lineageOf(uniqueId, storeIdString, version);
+    return handOut(version, true, () -> loader.load(local, !localDirty, localDir, version, wanted, this::closeLocal));
+  }
+
+  /**
+   * Spark's state data source with {@code snapshotStartBatchId}: version {@code endVersion} replayed from snapshot
+   * {@code snapshotVersion} of the checkpoint location and the increments above it, never from this executor's
+   * directory or a state node. The store is not the partition's primary for the node.
+   */
+  @Override
+  public synchronized StateStore replayStateFromSnapshot(long snapshotVersion, long endVersion, boolean readOnly,
+      scala.Option<String> startUniqueId, scala.Option<String> endUniqueId) {
+    if (snapshotVersion < 1 || endVersion < snapshotVersion) {
+      throw new IllegalArgumentException("statestore: cannot replay store " + storeIdString + " from snapshot version "
+          + snapshotVersion + " to version " + endVersion + ": the snapshot version must be at least 1 and at most "
+          + "the end version (snapshotStartBatchId <= batchId)");
+    }
+    snapshotAtCommit = false;
+    settleCurrent();
+    byte[] wanted = CheckpointIds.lineageOf(endUniqueId, storeIdString, endVersion);
+    return handOut(endVersion, false, () -> {
+      closeLocal();
+      LocalDirs.deleteRecursively(localDir);
+      return loader.replayFromSnapshot(localDir, snapshotVersion, endVersion, wanted);
+    });
+  }
+
+  /**
+   * Spark's state data source with {@code readChangeFeed}: the records of versions {@code startVersion..endVersion}
+   * of one column family (the default one when none is named), read from the increments ({@link ChangeFeed}).
+   */
+  @Override
+  public org.apache.spark.util.NextIterator<scala.Tuple4<scala.Enumeration.Value,
+      org.apache.spark.sql.catalyst.expressions.UnsafeRow, org.apache.spark.sql.catalyst.expressions.UnsafeRow,
+      Object>> getStateStoreChangeDataReader(long startVersion, long endVersion, scala.Option<String> columnFamily,
+      scala.Option<String> endUniqueId) {
+    if (startVersion < 1 || endVersion < startVersion) {
+      throw new IllegalArgumentException("statestore: cannot read the change feed of store " + storeIdString
+          + " from version " + startVersion + " to " + endVersion + ": versions start at 1 and the start must not "
+          + "be past the end (changeStartBatchId <= changeEndBatchId)");
+    }
+    String cf = columnFamily.isDefined() ? columnFamily.get() : LocalStore.DEFAULT_CF;
+    RowCodec codec = codecs.get(cf);
+    if (codec == null) {
+      throw new IllegalArgumentException("statestore: store " + storeIdString + " has no column family '" + cf
+          + "' known to this reader; it knows " + codecs.keySet());
+    }
+    return new ChangeFeed(checkpoint, cf, codec, startVersion, endVersion);
+  }
+
+  /** Before another load: the store handed out last stops scanning and, if its last increment was still being
+   * applied in the background, finishes it (or is distrusted). */
+  private void settleCurrent() {
     if (current != null) {
       current.closeScans();
       // A store handed out with its last increment pending (a read store, then this write store in one task):
       // the load below needs the store whole.
       if (!current.settlePartial()) localDirty = true;
     }
-    if (local == null && channel != null) takeOverFromPrevious();
-    byte[] wanted = CheckpointIds.lineageOf(uniqueId, storeIdString, version);
+  }
+
+  /** A load that may fail. */
+  private interface Load {
+    StateLoader.Loaded run() throws IOException, RocksDBException;
+  }
+
+  /**
+   * Runs {@code load} for {@code version} and hands out the store it brought; {@code primary}: the task runs the
+   * partition (the node is told it is its primary here), not a replay for the state data source.
+   */
+  private StateStore handOut(long version, boolean primary, Load load) {
     StateLoader.Loaded loaded;
     try {
-      loaded = loader.load(local, !localDirty, localDir, version, wanted, this::closeLocal);
+      loaded = load.run();
     } catch (IOException | RocksDBException e) {
       closeLocal();
       throw new IllegalStateException("statestore: cannot load version " + version + " of store " + storeIdString
@@ -257,7 +323,7 @@ public final class StatestoreProvider implements StateStoreProvider {
       });
     }
     if (pending == null) local.beginBatch(); // else once the increment is applied (PartialMerge)
-    if (channel != null) {
+    if (channel != null && primary) {
       LAST_OWNER.put(partitionKey(), this);
       // Spark runs the partition's task here now: the node becomes its primary (no news when it already is,
       // unless the node may have restarted since: it then forgot). With the last increment pending, the lineage
