@@ -155,6 +155,9 @@ def test_stream_stream_join(spark: Any, tmp_path: Path) -> None:
     ours, theirs = _both(spark, tmp_path, JOIN_SCHEMAS, _join("inner"), "append", batches)
     for store in JOIN_STORES:
         _compare(spark, ours, theirs, len(batches) - 1, store)
+    for side in ["left", "right"]:
+        rows = _read(spark, ours, joinSide=side, batchId=len(batches) - 1)
+        assert rows and rows == _read(spark, theirs, joinSide=side, batchId=len(batches) - 1), side
 
 
 def test_bad_ranges_are_refused_naming_the_store(spark: Any, tmp_path: Path) -> None:

@@ -152,13 +152,24 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
       File jvmDir = LocalDirs.jvmDir(settings.localDir);
       this.localDir = new File(jvmDir, id.operatorId() + "_" + id.partitionId() + "_" + id.storeName() + "_"
           + java.util.UUID.randomUUID());
-      this.channel = LocalChannel.of(settings);
+      this.channel = servesStreamingQuery() ? LocalChannel.of(settings) : null;
       this.loader = new StateLoader(storeIdString, id.partitionId(), checkpoint, settings, channel);
     } catch (IOException e) {
       throw new IllegalStateException("statestore: cannot initialise " + storeIdString + ": " + e.getMessage(), e);
     }
     codecs.put(LocalStore.DEFAULT_CF, new RowCodec(keySchema, valueSchema, spec, multipleValuesPerKey));
     if (channel != null) this.sidecarSpec = LocalChannel.sidecarSpec(settings);
+  }
+
+  /**
+   * Whether this provider serves a streaming query's tasks, not a batch job's such as the state data source's
+   * (spark.read.format("statestore")): those read the checkpoint location only, never tell the state node that
+   * this executor runs the partition, and so never disturb the replicas of the query that wrote it. Spark marks a
+   * streaming query's jobs with the local property sql.streaming.queryId; outside a task (tests) it serves one.
+   */
+  private static boolean servesStreamingQuery() {
+    org.apache.spark.TaskContext task = org.apache.spark.TaskContext.get();
+    return task == null || task.getLocalProperty("sql.streaming.queryId") != null;
   }
 
   @Override
