@@ -53,6 +53,13 @@ def _count_key(cf: str) -> bytes:
     return _COUNT_PREFIX + cf.encode("utf-8")
 
 
+def _in_key_order(cf_indexes: list[int], keys: list[bytes]) -> list[int]:
+    """An increment's record numbers by column family, then key (stable: equal keys keep their order)."""
+    if len(set(cf_indexes)) <= 1:
+        return sorted(range(len(keys)), key=keys.__getitem__)
+    return sorted(range(len(keys)), key=lambda i: (cf_indexes[i], keys[i]))
+
+
 class VersionedStore:
     """One store partition: a RocksDB directory at a committed version plus an open transaction."""
 
@@ -64,6 +71,7 @@ class VersionedStore:
         self._options = options
         self._write_options = WriteOptions()
         self._write_options.sync = options.sync_writes
+        self._write_options.memtable_insert_hint_per_batch = True  # a batch's keys arrive in order (_write)
         self._meta = db.get_column_family(META_COLUMN_FAMILY)
         self._meta_handle = db.get_column_family_handle(META_COLUMN_FAMILY)
         self._tables: dict[str, Rdict] = {}
@@ -487,11 +495,19 @@ class VersionedStore:
         """Write an increment's records, version and counts in one atomic batch and adopt them."""
         batch = WriteBatch(raw_mode=True)
         handles = [self._handle(cf.name) for cf in increment.column_families]
-        records = zip(increment.ops, increment.cf_indexes, increment.keys, increment.values, strict=True)
+        if not len(increment.ops) == len(increment.cf_indexes) == len(increment.keys) == len(increment.values):
+            raise StateStoreError(
+                f"store {self.store_id!r}: increment {increment.version} has columns of unequal length"
+            )
         if Op.MERGE in increment.ops or Op.DROP_COLUMN_FAMILY in increment.ops:
             self._add_records_reading_bases(batch, increment, handles)
         else:
-            for op, index, key, value in records:
+            # In key order: RocksDB inserts sorted keys into its memtable about a third faster than the random
+            # order a primary wrote them in (a replica applies every increment). The sort is stable, so a key
+            # written twice in one increment still ends with its last write.
+            order = _in_key_order(increment.cf_indexes, increment.keys)
+            columns = (increment.ops, increment.cf_indexes, increment.keys, increment.values)
+            for op, index, key, value in zip(*(map(column.__getitem__, order) for column in columns), strict=True):
                 if op == _PUT:
                     batch.put(key, value, handles[index])
                 else:
