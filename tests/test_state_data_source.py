@@ -1,7 +1,7 @@
 """Spark's state data source on our checkpoints, against Spark's RocksDB provider with changelog checkpointing on
 the same input: the state at a batch, the change feed (`readChangeFeed` with `changeStartBatchId` and
 `changeEndBatchId`) and the state replayed from a snapshot (`snapshotStartBatchId` with `snapshotPartitionId`),
-for an aggregation, dropDuplicates and a stream-stream join."""
+for an aggregation, dropDuplicates and a stream-stream join (its four stores, and its sides read with `joinSide`)."""
 
 from __future__ import annotations
 
@@ -159,9 +159,23 @@ def test_stream_stream_join(spark: Any, tmp_path: Path) -> None:
     ours, theirs = _both(spark, tmp_path, JOIN_SCHEMAS, _join("inner"), "append", batches)
     for store in JOIN_STORES:
         _compare(spark, ours, theirs, len(batches) - 1, store)
+    last = len(batches) - 1
     for side in ["left", "right"]:
-        rows = _read(spark, ours, joinSide=side, batchId=len(batches) - 1)
-        assert rows and rows == _read(spark, theirs, joinSide=side, batchId=len(batches) - 1), side
+        rows = _read(spark, ours, joinSide=side, batchId=last)
+        assert rows and rows == _read(spark, theirs, joinSide=side, batchId=last), side
+        # Both of the side's stores replayed from their snapshots of one batch (ours snapshot in step).
+        partition_dir = ours / "state" / "0" / "0"
+        stores = [s for s in JOIN_STORES if s.startswith(side)]
+        for store in stores:
+            _wait_for_snapshot(partition_dir / store, "statestore", last - 2)
+        common = set.intersection(*(_snapshot_batches(partition_dir / s, "statestore") for s in stores))
+        snapshot = min(b for b in common if b <= last - 2)
+        replayed = _read(spark, ours, joinSide=side, batchId=last, snapshotStartBatchId=snapshot,
+                         snapshotPartitionId=0)
+        assert replayed == [r for r in rows if r[-1] == 0], side
+        missing = next(b for b in range(last) if b not in common)
+        with pytest.raises(Exception, match=f"no snapshot of version {missing + 1}"):
+            _read(spark, ours, joinSide=side, batchId=last, snapshotStartBatchId=missing, snapshotPartitionId=0)
 
 
 def test_bad_ranges_are_refused_naming_the_store(spark: Any, tmp_path: Path) -> None:
