@@ -433,7 +433,7 @@ final class LocalStore implements AutoCloseable {
     }
     ColumnFamilyHandle meta = handles.get(META_CF);
     try (WriteBatch b = new WriteBatch()) {
-      for (int i = 0; i < inc.size; i++) {
+      for (int i : inKeyOrder(inc)) {
         ColumnFamilyHandle h = handles.get(inc.cfTable.get(inc.cfIndex[i]).name);
         switch (inc.ops[i]) {
           case Increment.PUT -> b.put(h, inc.keys[i], inc.values[i]);
@@ -459,6 +459,23 @@ final class LocalStore implements AutoCloseable {
     version = inc.version;
     lineage = next;
     presence.clear();
+  }
+
+  /**
+   * The record numbers of {@code inc} by column family, then key in RocksDB's bytewise order (stable: equal keys
+   * keep their order). RocksDB takes a batch of sorted keys into its memtable several times faster than the
+   * random order a batch wrote them in.
+   */
+  static int[] inKeyOrder(Increment inc) {
+    Integer[] order = new Integer[inc.size];
+    for (int i = 0; i < order.length; i++) order[i] = i;
+    java.util.Arrays.sort(order, (x, y) -> {
+      int byCf = Short.compare(inc.cfIndex[x], inc.cfIndex[y]);
+      return byCf != 0 ? byCf : java.util.Arrays.compareUnsigned(inc.keys[x], inc.keys[y]);
+    });
+    int[] out = new int[order.length];
+    for (int i = 0; i < out.length; i++) out[i] = order[i];
+    return out;
   }
 
   /** An increment that continues another history than the one the store holds (formats.md 3.4). */
