@@ -58,8 +58,10 @@ def choose_primaries(problem: Problem, X: np.ndarray, rows: np.ndarray | None = 
     cost = traffic + problem.primary_costs[rows[:, None], group]
     best = np.argmin(cost, axis=1)
     i = np.arange(len(rows))
-    with np.errstate(invalid="ignore"):  # inf - inf (a pinned primary off its node) compares as "not better"
-        better = cost[i, best] < cost[:, 0] - 1e-9 * np.maximum(1.0, np.abs(cost[:, 0]))
+    lead = cost[:, 0]
+    # A lead off its pinned node costs inf: any finite copy is better (inf minus a tolerance would be nan).
+    tolerance = np.where(np.isfinite(lead), 1e-9 * np.maximum(1.0, np.abs(lead)), 0.0)
+    better = cost[i, best] < lead - tolerance
     p, lead = rows[better], best[better]
     X[p, 0], X[p, lead] = X[p, lead], X[p, 0]
     return X

@@ -245,7 +245,12 @@ class ReplicaGroups:
             plan = plan_replica_groups(topology, demands, q, current=current, pinned_primaries=pins)
         except InfeasiblePlacement as exc:
             log_event(_log, "placement_infeasible", logging.ERROR, error=str(exc))
-            plan = self._fallback(live, demands, q, current, pins)
+            try:
+                plan = self._fallback(live, demands, q, current, pins)
+            except InfeasiblePlacement as again:
+                # Status and the nodes' assignments must keep working: the plan in force stays, and says why.
+                log_event(_log, "placement_kept", logging.ERROR, error=str(again))
+                return replace(self._plan, key=key, note=f"re-planning failed, the previous plan stays: {again}")
         self.replans += 1
         moved = sum(1 for m in plan.moves if m.target is not None and m.source is not None)
         log_event(

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import grpc
 
 from handover.failover import Failover
+from placement import InfeasiblePlacement
 from statestore.controller.membership import Membership, PartitionRecord
 from statestore.controller.operations import OperationError, Operations, PartitionMoveRequest
 from statestore.controller.replica_groups import ReplicaGroups
@@ -153,6 +154,9 @@ class ControlService(control_pb2_grpc.ControlServicer):
         except OperationError as exc:
             log_event(_log, "command_refused", logging.WARNING, command=name, error=str(exc))
             context.abort(exc.code, str(exc))
+        except InfeasiblePlacement as exc:
+            log_event(_log, "command_refused", logging.WARNING, command=name, error=str(exc))
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{name}: placement found no layout: {exc}")
         if name != "operation":
             log_event(_log, "command_started", command=name, operation=reply.operation_id, moves=len(reply.moves))
         return reply
