@@ -37,6 +37,7 @@ class ExecutorWatch:
         self.failovers: list[tuple[str, list[Steer]]] = []  # (executor id, decisions), oldest first
         self.drained: dict[str, int] = {}  # decommissioning executor id -> its drain's operation id (0: none)
         self._announced: set[str] = set()
+        self._drain_failed: set[str] = set()  # executors whose drain failed once (logged once, retried)
 
     def start(self) -> None:
         """Listen to the SparkContext's executor removals from now on, on a daemon thread."""
@@ -60,7 +61,11 @@ class ExecutorWatch:
                 continue
             executor_id, _, reason = event.partition("\t")
             log_event(_log, "spark_executor_removed", logging.WARNING, executor=executor_id, reason=reason)
-            decisions = self._controller.executor_lost(executor_id, self.steer)
+            try:
+                decisions = self._controller.executor_lost(executor_id, self.steer)
+            except Exception as exc:  # this thread must outlive one failed failover: later losses need it too
+                log_event(_log, "failover_failed", logging.ERROR, executor=executor_id, error=repr(exc))
+                continue
             self.failovers.append((executor_id, decisions))
 
     def _drain_decommissioning(self) -> None:
@@ -77,7 +82,13 @@ class ExecutorWatch:
             if executor_id not in self._announced:
                 self._announced.add(executor_id)
                 log_event(_log, "spark_executor_decommissioning", logging.WARNING, executor=executor_id)
-            started = self._controller.executor_decommissioning(executor_id)
+            try:
+                started = self._controller.executor_decommissioning(executor_id)
+            except Exception as exc:  # retried at the next wake-up (logged once); the watch thread goes on
+                if executor_id not in self._drain_failed:
+                    self._drain_failed.add(executor_id)
+                    log_event(_log, "decommission_drain_failed", logging.ERROR, executor=executor_id, error=repr(exc))
+                continue
             if started is not None:
                 self.drained[executor_id] = started
 
