@@ -11,15 +11,15 @@ says, not when a backlog heuristic fires (`tests/test_elastic_spark.py` runs dyn
 1. **load**: micro-batches of new keys until the state holds `--keys` keys (quick: 200k, full: 1M), a count, a
    sum and a 64-byte incompressible value each; the third executor decommissioned (two left) and, for ours, the
    replicas caught up again; five update micro-batches nobody measures; then seven measured ones (**before**).
-2. **scale-out**: Spark is asked for three executors again, between micro-batches, and a neighbour batch job
-   reads and aggregates the query's input as the query does (the work dynamic allocation adds executors for: the new executor takes part, so
-   its JVM's first tasks are not inside the measured micro-batches; unmeasured). Then micro-batches of
-   20,000 random existing keys run back to back. Ours: the load-balancing policy sees an executor with no
-   stateful task and hands two primaries over to it (each warmed up as a replica first); the step lasts until
-   that operation is done. Spark's: the new executor gets no stateful task by Spark's own scheduling (each
-   partition prefers the executor that loaded it), so two partitions, one from each old executor, are reported
-   active on it to Spark's StateStoreCoordinator, which then runs them there: they load from the checkpoint
-   location; the step lasts until both run there. Seven micro-batches after it (**after**).
+2. **scale-out**: Spark is asked for three executors again, between micro-batches, and a neighbour batch job reads
+   and aggregates the query's input as the query does (the work dynamic allocation adds executors for: the new
+   executor takes part, so its JVM's first runs of the query's stateless stages are not inside the measured
+   micro-batches; unmeasured). Then micro-batches of 20,000 random existing keys run back to back. Ours: the
+   load-balancing policy sees an executor with no stateful task and hands two primaries over to it (each warmed up
+   as a replica first); the step lasts until that operation is done. Spark's: the new executor gets no stateful task
+   by Spark's own scheduling (each partition prefers the executor that loaded it), so two partitions, one from each
+   old executor, are reported active on it to Spark's StateStoreCoordinator, which then runs them there: they load
+   from the checkpoint location; the step lasts until both run there. Seven micro-batches after it (**after**).
 3. **scale-in**: Spark decommissions the added executor (as dynamic allocation's scale-down does). Ours: the
    driver's watch sees it and the controller drains it (hand-overs to the replica holders). Spark's: its
    partitions are run elsewhere and load from the checkpoint location. The step lasts until Spark removed the
