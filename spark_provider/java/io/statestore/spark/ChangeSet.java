@@ -61,6 +61,8 @@ final class ChangeSet {
     private int[] slots = new int[512];
     /** The op of the key's live record before the last write ({@link #DEAD}: none). */
     byte previousOp;
+    /** Records before this one are in the database already (LocalStore writes them before a scan or a merge). */
+    private int written;
 
     int live() {
       return records - dead;
@@ -112,6 +114,26 @@ final class ChangeSet {
     byte current(byte[] key) {
       int r = slots[slotOf(key, hash(key))] - 1;
       return r < 0 ? DEAD : ops[r];
+    }
+
+    /** The value of {@code key}'s live record (null when it has none). */
+    byte[] valueOf(byte[] key) {
+      int r = slots[slotOf(key, hash(key))] - 1;
+      return r < 0 ? null : value(r);
+    }
+
+    /**
+     * Adds the live puts and deletes not in the database yet to {@code batch}, as column family {@code cfId}, and
+     * counts them as written. Merges are left out: LocalStore writes a merge's result at once.
+     */
+    void addUnwritten(SortedWriteBatch batch, int cfId) {
+      int n = 0;
+      int[] which = new int[records - written];
+      for (int r = written; r < records; r++) {
+        if (ops[r] == Increment.PUT || ops[r] == Increment.DELETE) which[n++] = r;
+      }
+      written = records;
+      if (n > 0) batch.add(cfId, new SortedWriteBatch.Records(data, offset, keyLen, valueLen, ops), Arrays.copyOf(which, n));
     }
 
     /** Appends an operand (formats.md 3.2): a put or delete earlier in this commit turns into a put of the result. */
@@ -244,6 +266,22 @@ final class ChangeSet {
   byte current(String cf, byte[] key) {
     CfChanges c = byCf.get(cf);
     return c == null ? DEAD : c.current(key);
+  }
+
+  /** The value of {@code key}'s record in this commit (null when it has none, or it is a delete). */
+  byte[] value(String cf, byte[] key) {
+    CfChanges c = byCf.get(cf);
+    return c == null ? null : c.valueOf(key);
+  }
+
+  /**
+   * The puts and deletes not in the database yet, in key order per column family ({@code cfIds} gives each
+   * family's RocksDB id), now counted as written; null when there are none.
+   */
+  SortedWriteBatch takeUnwritten(java.util.function.ToIntFunction<String> cfIds) {
+    SortedWriteBatch batch = new SortedWriteBatch();
+    for (Map.Entry<String, CfChanges> e : byCf.entrySet()) e.getValue().addUnwritten(batch, cfIds.applyAsInt(e.getKey()));
+    return batch.isEmpty() ? null : batch;
   }
 
   /** Appends an operand: a put or delete earlier in this commit turns into a put of the result. */

@@ -32,10 +32,14 @@ import org.rocksdb.WriteOptions;
  * One store partition's local RocksDB (formats.md section 2): user column families as physical ones,
  * bookkeeping in {@code __statestore_meta}, exact key counts, and the change set of the commit in progress.
  *
- * <p>Writes go straight into the database (no WAL): the directory is a cache of the checkpoint location,
- * trusted only while this JVM holds it. A batch's writes stay revertible: {@link #beginBatch} pins a RocksDB
- * snapshot of the committed version, and {@link #rollback} writes back, for each key the batch changed, its
- * value in that snapshot: time proportional to the batch, not to the state.
+ * <p>A batch's puts and deletes stay in the change set, which answers the batch's reads of the keys it wrote,
+ * until commit: once the increment is encoded they go into the database as one write batch in key order, on a
+ * background thread ({@link #finishCommit}), and every later use of the database waits for it. A scan or a merge
+ * writes what is pending first (a RocksDB iterator sees the database only). The database has no WAL: the
+ * directory is a cache of the checkpoint location, trusted only while this JVM holds it. A batch's writes stay
+ * revertible: {@link #beginBatch} pins a RocksDB snapshot of the committed version, and {@link #rollback} writes
+ * back, for each key the batch changed, its value in that snapshot: time proportional to the batch, not to the
+ * state.
  */
 final class LocalStore implements AutoCloseable {
   static final String META_CF = "__statestore_meta";
@@ -51,6 +55,14 @@ final class LocalStore implements AutoCloseable {
 
   private static volatile Cache sharedCache;
 
+  /** Writes committed versions into their databases off the commit's path. */
+  private static final java.util.concurrent.ExecutorService WRITERS =
+      java.util.concurrent.Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "statestore-write");
+        t.setDaemon(true);
+        return t;
+      });
+
   final File dir;
   final String storeId;
   private final ProviderSettings settings;
@@ -62,7 +74,11 @@ final class LocalStore implements AutoCloseable {
   /** Guards column family handles against a background flush (families are created and dropped rarely). */
   private final Object cfLock = new Object();
   private final Map<String, long[]> counts = new HashMap<>();
-  private final ChangeSet changes = new ChangeSet();
+  private ChangeSet changes = new ChangeSet();
+  /** The last commit's writes on their way into the database (null before any). */
+  private volatile java.util.concurrent.Future<?> writing;
+  /** Why the last commit's writes did not reach the database (null: they did, or are on their way). */
+  private volatile String writeFailure;
   /** What the task's reads found, so that its writes need no second lookup for the count (KeyPresence). */
   private final KeyPresence presence = new KeyPresence();
   private long version;
@@ -198,19 +214,70 @@ final class LocalStore implements AutoCloseable {
     return counts.computeIfAbsent(cf, k -> new long[1]);
   }
 
+  /**
+   * Waits until the last commit's writes are in the database. Throws when they could not be written: the
+   * database then lacks a version its bookkeeping here claims, and the provider stops trusting the directory.
+   */
+  private void awaitWrites() throws RocksDBException {
+    java.util.concurrent.Future<?> w = writing;
+    if (w != null && !w.isDone()) {
+      try {
+        w.get();
+      } catch (java.util.concurrent.ExecutionException e) {
+        // writeFailure says why
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new RocksDBException("interrupted while version " + version + " of store " + storeId
+            + " was written to " + dir);
+      }
+    }
+    String failure = writeFailure;
+    if (failure != null) throw new RocksDBException(failure);
+  }
+
+  /** Whether the committed versions' writes all reached the database (waits for the last one). */
+  boolean writesApplied() {
+    try {
+      awaitWrites();
+      return true;
+    } catch (RocksDBException e) {
+      return false;
+    }
+  }
+
+  private void awaitWritesUnchecked() {
+    try {
+      awaitWrites();
+    } catch (RocksDBException e) {
+      throw new IllegalStateException("statestore: " + e.getMessage(), e);
+    }
+  }
+
+  /** The value of {@code key}: the batch's own write of it, else the database's. */
   byte[] get(String cf, byte[] key) throws RocksDBException {
-    return db.get(handle(cf), key);
+    awaitWrites();
+    byte op = changes.current(cf, key);
+    if (op == Increment.PUT) return changes.value(cf, key);
+    if (op == Increment.DELETE) return null;
+    return db.get(handle(cf), key); // unwritten by the batch, or a merge (written through)
   }
 
   /** A task's read ({@link #get}), remembered for the count of a later write of the key (KeyPresence). Only the
    * task's thread calls it, never while a pending increment is applied in the background. */
   byte[] read(String cf, byte[] key) throws RocksDBException {
+    awaitWrites();
+    byte op = changes.current(cf, key);
+    if (op == Increment.PUT) return changes.value(cf, key);
+    if (op == Increment.DELETE) return null;
     byte[] v = db.get(handle(cf), key);
-    presence.note(cf, key, v != null);
+    if (op == 0) presence.note(cf, key, v != null);
     return v;
   }
 
   boolean exists(String cf, byte[] key) {
+    awaitWritesUnchecked();
+    byte op = changes.current(cf, key);
+    if (op != 0) return op != Increment.DELETE;
     return db.keyExists(handle(cf), key);
   }
 
@@ -224,23 +291,26 @@ final class LocalStore implements AutoCloseable {
 
   /** {@code known}: whether the key held a value before, as the caller knows it (KeyPresence's answers). */
   void put(String cf, byte[] key, byte[] value, int known) throws RocksDBException {
+    awaitWrites();
     ColumnFamilyHandle h = handle(cf);
-    byte recorded = changes.put(cf, key, value); // before the write below: RocksDB still has the old state
-    boolean existed = holdsValue(cf, h, key, recorded, known);
-    db.put(h, writeOptions, key, value);
-    if (!existed) counter(cf)[0]++;
+    byte recorded = changes.put(cf, key, value);
+    if (!holdsValue(cf, h, key, recorded, known)) counter(cf)[0]++;
   }
 
   void delete(String cf, byte[] key) throws RocksDBException {
+    awaitWrites();
     ColumnFamilyHandle h = handle(cf);
     if (!holdsValue(cf, h, key, changes.current(cf, key), KeyPresence.UNKNOWN)) return;
-    db.delete(h, writeOptions, key);
     counter(cf)[0]--;
     changes.delete(cf, key);
   }
 
-  /** Byte concatenation by read-modify-write: the directory stays readable without a merge operator. */
+  /**
+   * Byte concatenation by read-modify-write: the directory stays readable without a merge operator. Written
+   * through at once, after what the batch has pending, so that the database holds the key's current value.
+   */
   void merge(String cf, byte[] key, byte[] operand) throws RocksDBException {
+    writePending();
     ColumnFamilyHandle h = handle(cf);
     byte[] current = db.get(h, key);
     db.put(h, writeOptions, key, ChangeSet.concat(current, operand));
@@ -248,7 +318,18 @@ final class LocalStore implements AutoCloseable {
     changes.merge(cf, key, operand);
   }
 
+  /** Writes the batch's pending puts and deletes into the database (before a scan or a merge). */
+  private void writePending() throws RocksDBException {
+    awaitWrites();
+    SortedWriteBatch pending = changes.takeUnwritten(cf -> handle(cf).getID());
+    if (pending == null) return;
+    try (WriteBatch b = pending.toWriteBatch()) {
+      db.write(writeOptions, b);
+    }
+  }
+
   void createColumnFamily(String cf) throws RocksDBException {
+    awaitWrites();
     if (counts.containsKey(cf)) return;
     synchronized (cfLock) {
       if (!handles.containsKey(cf)) {
@@ -260,6 +341,7 @@ final class LocalStore implements AutoCloseable {
   }
 
   boolean dropColumnFamily(String cf) throws RocksDBException {
+    awaitWrites();
     if (!counts.containsKey(cf) || DEFAULT_CF.equals(cf)) return false;
     synchronized (cfLock) {
       ColumnFamilyHandle h = handles.remove(cf);
@@ -274,7 +356,14 @@ final class LocalStore implements AutoCloseable {
     return true;
   }
 
+  /** An iterator over {@code cf} as the batch has written it so far (what it has pending is written first). */
   RocksIterator iterator(String cf) {
+    try {
+      writePending();
+    } catch (RocksDBException e) {
+      throw new IllegalStateException("statestore: cannot write the batch's changes to " + dir + " before a scan of '"
+          + cf + "': " + e.getMessage(), e);
+    }
     return db.newIterator(handle(cf));
   }
 
@@ -307,31 +396,48 @@ final class LocalStore implements AutoCloseable {
    * is written yet: {@link #finishCommit} does, once the increment is encoded (which sets its lineage).
    */
   Increment prepareCommit() {
+    awaitWritesUnchecked();
     Increment inc = changes.toIncrement(storeId, version + 1, this::count);
     inc.parentLineage = lineage;
     return inc;
   }
 
-  /** Moves the store to the version of {@code inc} (from {@link #prepareCommit}, encoded): counts, version and
-   * lineage in one write batch. */
+  /**
+   * Moves the store to the version of {@code inc} (from {@link #prepareCommit}, encoded): the batch's pending
+   * writes, counts, version and lineage go into the database in one write batch on a background thread, and the
+   * next use of the database waits for them (docs/performance.md). The commit's change set goes with them.
+   */
   void finishCommit(Increment inc) throws RocksDBException {
+    awaitWrites();
     byte[] next = lineage == null ? null : inc.lineage;
-    try (WriteBatch b = new WriteBatch()) {
-      ColumnFamilyHandle meta = handles.get(META_CF);
-      for (Increment.CfEntry e : inc.cfTable) {
-        byte[] key = ascii(COUNT_PREFIX + e.name);
-        if (e.exists) b.put(meta, key, u64(e.keyCount));
-        else b.delete(meta, key);
-      }
-      b.put(meta, VERSION_KEY, u64(inc.version));
-      putLineage(b, meta, next);
-      db.write(writeOptions, b);
-    }
+    ChangeSet committed = changes;
+    Map<String, Integer> cfIds = new HashMap<>();
+    for (String cf : committed.touchedCfs()) cfIds.put(cf, handle(cf).getID());
+    ColumnFamilyHandle meta = handles.get(META_CF);
+    long committedVersion = inc.version;
+    List<Increment.CfEntry> cfTable = new ArrayList<>(inc.cfTable);
+    changes = new ChangeSet();
     version = inc.version;
     lineage = next;
-    changes.clear();
     presence.clear();
     endBatch();
+    writing = WRITERS.submit(() -> {
+      SortedWriteBatch pending = committed.takeUnwritten(cfIds::get);
+      try (WriteBatch b = pending != null ? pending.toWriteBatch() : new WriteBatch()) {
+        for (Increment.CfEntry e : cfTable) {
+          byte[] key = ascii(COUNT_PREFIX + e.name);
+          if (e.exists) b.put(meta, key, u64(e.keyCount));
+          else b.delete(meta, key);
+        }
+        b.put(meta, VERSION_KEY, u64(committedVersion));
+        putLineage(b, meta, next);
+        db.write(writeOptions, b);
+      } catch (RocksDBException | RuntimeException e) {
+        writeFailure = "the writes of version " + committedVersion + " of store " + storeId + " did not reach "
+            + dir + ": " + e.getMessage();
+        org.slf4j.LoggerFactory.getLogger(LocalStore.class).warn("statestore: {}", writeFailure);
+      }
+    });
   }
 
   private static void putLineage(WriteBatch b, ColumnFamilyHandle meta, byte[] l) throws RocksDBException {
@@ -341,6 +447,7 @@ final class LocalStore implements AutoCloseable {
 
   /** A batch starts writing: pin the committed version so that {@link #rollback} can restore it. */
   void beginBatch() {
+    awaitWritesUnchecked();
     endBatch();
     batchStart = db.getSnapshot();
     countsAtBatchStart = new HashMap<>();
@@ -363,6 +470,7 @@ final class LocalStore implements AutoCloseable {
    * caller then stops trusting this directory.
    */
   boolean rollback() throws RocksDBException {
+    awaitWrites();
     if (!changes.droppedCfs().isEmpty() || (batchStart == null && !changes.isEmpty())) return false;
     if (batchStart != null) {
       try (ReadOptions atStart = new ReadOptions().setSnapshot(batchStart); WriteBatch b = new WriteBatch()) {
@@ -397,6 +505,7 @@ final class LocalStore implements AutoCloseable {
 
   /** Applies increment {@code inc} (formats.md 3.3); {@code file} names it in errors. */
   void apply(Increment inc, String file) throws IOException, RocksDBException {
+    awaitWrites();
     if (!storeId.equals(inc.storeId)) {
       throw new IOException("Increment " + file + " belongs to store '" + inc.storeId + "', not '" + storeId + "'");
     }
@@ -490,6 +599,7 @@ final class LocalStore implements AutoCloseable {
    * thread-safe and column family changes wait on {@code cfLock}), as long as the store stays open.
    */
   void flush() throws RocksDBException {
+    awaitWrites();
     synchronized (cfLock) {
       try (FlushOptions f = new FlushOptions().setWaitForFlush(true)) {
         db.flush(f, new ArrayList<>(handles.values()));
@@ -502,6 +612,7 @@ final class LocalStore implements AutoCloseable {
    * the memtables still hold first). The caller makes sure no write is under way.
    */
   void checkpointTo(File target) throws RocksDBException {
+    awaitWrites();
     try (Checkpoint c = Checkpoint.create(db)) {
       c.createCheckpoint(target.getPath());
     }
@@ -509,6 +620,7 @@ final class LocalStore implements AutoCloseable {
 
   @Override
   public void close() {
+    writesApplied(); // the writer thread must be done with the database
     endBatch();
     for (ColumnFamilyHandle h : handles.values()) h.close();
     handles.clear();

@@ -273,6 +273,11 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
       // the load below needs the store whole.
       if (!current.settlePartial()) localDirty = true;
     }
+    if (local != null && !localDirty && !local.writesApplied()) {
+      localDirty = true; // LocalStore logged why
+      LOG.info("statestore: the local directory of {} lacks its last commit's writes; the next load replaces it",
+          storeIdString);
+    }
   }
 
   /** A load that may fail. */
@@ -681,8 +686,6 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     LOG.debug("statestore: snapshot {} of {}: {}", version, storeIdString, lastSnapshot);
   }
 
-  /** The batch's writes went straight into the database: write back what they changed (a batch's worth of
-   * work); only when that is impossible is the directory left to the next load to replace. */
   /**
    * Tells Spark's StateStoreCoordinator that a snapshot of {@code version} was uploaded, as Spark's own providers
    * do: without it the coordinator counts this store's snapshots as lagging and logs it. Best effort.
