@@ -2,7 +2,8 @@
 until commit and then go into RocksDB as one sorted write batch on a background thread (SortedWriteBatch.java).
 Reads, scans and counts within a batch see its own writes; the next batch, a rollback and a reopened directory see
 exactly the committed state, in every column family, with keys that share long prefixes and values whose lengths
-need one to three varint bytes."""
+need one to three varint bytes. A second store to which every commit's increment is applied (a load catching up:
+sorted and serialized the same way, merges one by one) ends with the same state."""
 
 from __future__ import annotations
 
@@ -83,10 +84,12 @@ def _script(rng: random.Random, batches: int, writes: int, keys: int) -> tuple[l
             elif roll < 0.6:
                 lines.append(f"delete {cf} {key.hex()}")
                 state[cf].pop(key, None)
-            elif roll < 0.7:
+            elif roll < 0.7 and batch % 2:  # even batches have no merge: their increments apply in one call
                 operand = rng.randbytes(rng.randrange(1, 6))
                 lines.append(f"merge {cf} {key.hex()} {operand.hex()}")
                 state[cf][key] = state[cf].get(key, b"") + operand
+            elif roll < 0.7:
+                continue
             elif roll < 0.985 - scans:
                 lines.append(f"get {cf} {key.hex()}")
                 value = state[cf].get(key)
@@ -101,15 +104,15 @@ def _script(rng: random.Random, batches: int, writes: int, keys: int) -> tuple[l
             lines.append("rollback")
             state = {cf: dict(kv) for cf, kv in committed.items()}
             continue
-        lines.append("commit")
+        lines.append(rng.choice(["commit", "commit inline"]))
         version += 1
         committed = {cf: dict(kv) for cf, kv in state.items()}
         if rng.random() < 0.3:
             lines.append("reopen")
             expected.append(f"version {version}")
     for cf in FAMILIES:  # the last state, read through the database alone
-        lines += ["begin", f"scan {cf}", f"count {cf}"]
-        expected += [_digest(committed[cf]), str(len(committed[cf]))]
+        lines += ["begin", f"scan {cf}", f"count {cf}", f"mirror {cf}"]
+        expected += [_digest(committed[cf]), str(len(committed[cf])), _digest(committed[cf])]
     return lines, expected
 
 
@@ -120,8 +123,9 @@ def test_a_batchs_writes_reach_the_database_at_commit_as_a_model_says(
     local_store_check: list[str], tmp_path: Path, seed: int, batches: int, writes: int, keys: int
 ) -> None:
     lines, expected = _script(random.Random(seed), batches, writes, keys)
-    run = subprocess.run([*local_store_check, str(tmp_path / "db")], input="\n".join(lines) + "\n",
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    dirs = [str(tmp_path / "db"), str(tmp_path / "mirror")]
+    run = subprocess.run([*local_store_check, *dirs], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     found = run.stdout.split("\n")[:-1]
     assert len(found) == len(expected)
@@ -136,6 +140,7 @@ def test_keys_that_share_every_byte_but_the_last_sort_in_bytewise_order(
     rng = random.Random(4)
     rng.shuffle(keys)
     lines = ["begin", *(f"put default {k.hex()} {k.hex()}" for k in keys), "commit", "begin", "list default"]
-    run = subprocess.run([*local_store_check, str(tmp_path / "db")], input="\n".join(lines) + "\n",
-                         capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    dirs = [str(tmp_path / "db"), str(tmp_path / "mirror")]
+    run = subprocess.run([*local_store_check, *dirs], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                         timeout=120, check=True)  # fmt: skip
     assert run.stdout.split() == [f"{k.hex()}={k.hex()}" for k in sorted(keys)]

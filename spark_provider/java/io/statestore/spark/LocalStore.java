@@ -55,13 +55,6 @@ final class LocalStore implements AutoCloseable {
 
   private static volatile Cache sharedCache;
 
-  /** Writes committed versions into their databases off the commit's path. */
-  private static final java.util.concurrent.ExecutorService WRITERS =
-      java.util.concurrent.Executors.newCachedThreadPool(r -> {
-        Thread t = new Thread(r, "statestore-write");
-        t.setDaemon(true);
-        return t;
-      });
 
   final File dir;
   final String storeId;
@@ -75,6 +68,8 @@ final class LocalStore implements AutoCloseable {
   private final Object cfLock = new Object();
   private final Map<String, long[]> counts = new HashMap<>();
   private ChangeSet changes = new ChangeSet();
+  /** The last commit's writes, until {@link #startWrites} hands them to a writer thread (null: none waiting). */
+  private volatile java.util.concurrent.FutureTask<Void> unstartedWrites;
   /** The last commit's writes on their way into the database (null before any). */
   private volatile java.util.concurrent.Future<?> writing;
   /** Why the last commit's writes did not reach the database (null: they did, or are on their way). */
@@ -219,6 +214,10 @@ final class LocalStore implements AutoCloseable {
    * database then lacks a version its bookkeeping here claims, and the provider stops trusting the directory.
    */
   private void awaitWrites() throws RocksDBException {
+    if (unstartedWrites != null) {
+      java.util.concurrent.FutureTask<Void> unstarted = takeUnstartedWrites();
+      if (unstarted != null) unstarted.run(); // nobody started them: written here, now
+    }
     java.util.concurrent.Future<?> w = writing;
     if (w != null && !w.isDone()) {
       try {
@@ -233,6 +232,24 @@ final class LocalStore implements AutoCloseable {
     }
     String failure = writeFailure;
     if (failure != null) throw new RocksDBException(failure);
+  }
+
+  private synchronized java.util.concurrent.FutureTask<Void> takeUnstartedWrites() {
+    java.util.concurrent.FutureTask<Void> t = unstartedWrites;
+    unstartedWrites = null;
+    return t;
+  }
+
+  /**
+   * Hands the last commit's writes to the {@link CommitWriter}, which runs them at the JVM's next quiet point. The
+   * provider calls it once its commit is done; whoever needs the database first writes them (awaitWrites).
+   */
+  void startWrites() {
+    if (unstartedWrites == null) return;
+    CommitWriter.submit(() -> {
+      java.util.concurrent.FutureTask<Void> t = takeUnstartedWrites();
+      if (t != null) t.run();
+    });
   }
 
   /** Whether the committed versions' writes all reached the database (waits for the last one). */
@@ -404,8 +421,9 @@ final class LocalStore implements AutoCloseable {
 
   /**
    * Moves the store to the version of {@code inc} (from {@link #prepareCommit}, encoded): the batch's pending
-   * writes, counts, version and lineage go into the database in one write batch on a background thread, and the
-   * next use of the database waits for them (docs/performance.md). The commit's change set goes with them.
+   * writes, counts, version and lineage go into the database in one write batch, on the commit writer's thread
+   * once {@link #startWrites} is called, or by the next use of the database, which needs them
+   * (docs/performance.md). The commit's change set goes with them.
    */
   void finishCommit(Increment inc) throws RocksDBException {
     awaitWrites();
@@ -421,7 +439,7 @@ final class LocalStore implements AutoCloseable {
     lineage = next;
     presence.clear();
     endBatch();
-    writing = WRITERS.submit(() -> {
+    java.util.concurrent.FutureTask<Void> writes = new java.util.concurrent.FutureTask<>(() -> {
       SortedWriteBatch pending = committed.takeUnwritten(cfIds::get);
       try (WriteBatch b = pending != null ? pending.toWriteBatch() : new WriteBatch()) {
         for (Increment.CfEntry e : cfTable) {
@@ -437,7 +455,11 @@ final class LocalStore implements AutoCloseable {
             + dir + ": " + e.getMessage();
         org.slf4j.LoggerFactory.getLogger(LocalStore.class).warn("statestore: {}", writeFailure);
       }
-    });
+    }, null);
+    synchronized (this) {
+      unstartedWrites = writes;
+    }
+    writing = writes;
   }
 
   private static void putLineage(WriteBatch b, ColumnFamilyHandle meta, byte[] l) throws RocksDBException {
@@ -541,8 +563,13 @@ final class LocalStore implements AutoCloseable {
       }
     }
     ColumnFamilyHandle meta = handles.get(META_CF);
-    try (WriteBatch b = new WriteBatch()) {
-      for (int i : inKeyOrder(inc)) {
+    boolean merges = false;
+    for (int i = 0; i < inc.size && !merges; i++) merges = inc.ops[i] == Increment.MERGE;
+    // Without merges (which read what they append to), the records go to RocksDB serialized, in key order, in
+    // one call; with them, one by one.
+    try (WriteBatch b = merges ? new WriteBatch()
+        : SortedWriteBatch.of(inc, cf -> handles.get(inc.cfTable.get(cf).name).getID()).toWriteBatch()) {
+      for (int i : merges ? inKeyOrder(inc) : new int[0]) {
         ColumnFamilyHandle h = handles.get(inc.cfTable.get(inc.cfIndex[i]).name);
         switch (inc.ops[i]) {
           case Increment.PUT -> b.put(h, inc.keys[i], inc.values[i]);

@@ -38,11 +38,54 @@ final class SortedWriteBatch {
     }
   }
 
+  /**
+   * The puts and deletes of a decoded increment ({@code inc.keys}, {@code inc.values}; it must hold no merge), each
+   * column family's in key order; {@code cfIds} gives the RocksDB id of a column family by its index in the
+   * increment's table. A key written twice keeps its last write (the order of equal keys is kept).
+   */
+  static SortedWriteBatch of(Increment inc, java.util.function.IntUnaryOperator cfIds) {
+    int n = inc.size;
+    int[] offset = new int[n];
+    int[] keyLen = new int[n];
+    int[] valueLen = new int[n];
+    long bytes = 0;
+    for (int i = 0; i < n; i++) bytes += inc.keys[i].length + (inc.values[i] == null ? 0 : inc.values[i].length);
+    if (bytes > Integer.MAX_VALUE - 64) throw new IllegalStateException("one increment's records over 2 GiB");
+    byte[] data = new byte[(int) bytes];
+    int at = 0;
+    int[] perCf = new int[inc.cfTable.size()];
+    for (int i = 0; i < n; i++) {
+      offset[i] = at;
+      keyLen[i] = inc.keys[i].length;
+      System.arraycopy(inc.keys[i], 0, data, at, keyLen[i]);
+      at += keyLen[i];
+      if (inc.ops[i] == Increment.PUT && inc.values[i] != null) {
+        valueLen[i] = inc.values[i].length;
+        System.arraycopy(inc.values[i], 0, data, at, valueLen[i]);
+        at += valueLen[i];
+      }
+      if (inc.ops[i] == Increment.PUT || inc.ops[i] == Increment.DELETE) perCf[inc.cfIndex[i]]++;
+    }
+    Records recs = new Records(data, offset, keyLen, valueLen, inc.ops);
+    SortedWriteBatch batch = new SortedWriteBatch();
+    for (int cf = 0; cf < perCf.length; cf++) {
+      if (perCf[cf] == 0) continue;
+      int[] which = new int[perCf[cf]];
+      int k = 0;
+      for (int i = 0; i < n; i++) {
+        if (inc.cfIndex[i] == cf && (inc.ops[i] == Increment.PUT || inc.ops[i] == Increment.DELETE)) which[k++] = i;
+      }
+      batch.add(cfIds.applyAsInt(cf), recs, which);
+    }
+    return batch;
+  }
+
   boolean isEmpty() {
     return count == 0;
   }
 
-  /** Appends records {@code which} of {@code recs} (distinct keys) to column family {@code cfId}, in key order. */
+  /** Appends records {@code which} of {@code recs} to column family {@code cfId}, in key order (equal keys in the
+   * order given). */
   void add(int cfId, Records recs, int[] which) {
     int[] ordered = inKeyOrder(recs, which);
     long need = length;

@@ -331,9 +331,11 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
       // waits for the task's end, not only for the commit.
       tasksUsing++;
       tasksUsingIds.add(task.taskAttemptId());
+      CommitWriter.taskUsing();
       task.addTaskCompletionListener(new org.apache.spark.util.TaskCompletionListener() {
         @Override
         public void onTaskCompletion(org.apache.spark.TaskContext context) {
+          CommitWriter.taskDone();
           taskEnded(context.taskAttemptId());
         }
       });
@@ -518,6 +520,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     // A sync commit's wait for a replica's ack happens after the commit, outside this provider's monitor: the
     // close, a successor's take-over and the background snapshot need it meanwhile.
     Committed committed = commitLocked(store);
+    store.startWrites(); // the batch's writes into RocksDB, off the commit's path, at the JVM's next quiet point
     if (committed.synced() != null) {
       LocalChannel.awaitSync(committed.synced(), storeIdString, committed.version());
       committed.report().run(); // the LOAD report follows its version's COMMITTED, as the node expects

@@ -14,14 +14,19 @@ import org.rocksdb.RocksIterator;
  * {@code get CF KEY} (prints the value or {@code -}), {@code list CF} (prints {@code KEY=VALUE ...} in key order),
  * {@code scan CF} (prints the entries' number and the CRC-32 of each key and value, 4-byte big-endian length
  * first, in key order),
- * {@code count CF}, {@code begin}, {@code commit}, {@code rollback}, {@code reopen} (closes the store and opens
- * its directory again). Keys and values in hex.
+ * {@code count CF}, {@code begin}, {@code commit} (its writes on a writer thread), {@code commit inline} (its writes
+ * left to the next use of the store), {@code rollback}, {@code reopen} (closes the store and opens
+ * its directory again), {@code mirror CF} (like {@code scan}, of the mirror). Keys and values in hex.
+ *
+ * <p>The mirror is a second store, in the directory named by the second argument, to which every commit's
+ * increment is applied once encoded and decoded, as a load catching up applies it.
  */
 public final class LocalStoreCheck {
   public static void main(String[] args) throws Exception {
     File dir = new File(args[0]);
     ProviderSettings settings = ProviderSettings.from(new org.apache.spark.SparkConf(false));
     LocalStore store = LocalStore.open(dir, "0/0/default", settings);
+    LocalStore mirror = LocalStore.open(new File(args[1]), "0/0/default", settings);
     HexFormat hex = HexFormat.of();
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     StringBuilder out = new StringBuilder();
@@ -36,10 +41,10 @@ public final class LocalStoreCheck {
           byte[] v = store.read(w[1], hex.parseHex(w[2]));
           out.append(v == null ? "-" : hex.formatHex(v)).append('\n');
         }
-        case "scan" -> {
+        case "scan", "mirror" -> {
           java.util.zip.CRC32 crc = new java.util.zip.CRC32();
           long n = 0;
-          try (RocksIterator it = store.iterator(w[1])) {
+          try (RocksIterator it = (w[0].equals("scan") ? store : mirror).iterator(w[1])) {
             for (it.seekToFirst(); it.isValid(); it.next(), n++) {
               for (byte[] b : new byte[][] {it.key(), it.value()}) {
                 crc.update(java.nio.ByteBuffer.allocate(4).putInt(b.length).array());
@@ -62,8 +67,10 @@ public final class LocalStoreCheck {
         case "begin" -> store.beginBatch();
         case "commit" -> {
           Increment inc = store.prepareCommit();
-          IncrementCodec.encode(inc, 1);
+          byte[] encoded = IncrementCodec.encode(inc, 1);
           store.finishCommit(inc);
+          mirror.apply(IncrementCodec.decode(encoded, "increment " + inc.version), "increment " + inc.version);
+          if (w.length == 1) store.startWrites(); // as the provider does; "commit inline": the next use writes
         }
         case "rollback" -> {
           if (!store.rollback()) throw new IllegalStateException("rollback refused");
@@ -77,6 +84,7 @@ public final class LocalStoreCheck {
       }
     }
     store.close();
+    mirror.close();
     System.out.print(out);
   }
 }
