@@ -287,6 +287,25 @@ def test_a_node_retires_its_replica_of_a_partition_it_is_primary_of() -> None:
     assert [s.store_id for s in reply.retired_replicas] == [STORE]
 
 
+def test_a_retired_replica_stops_counting_as_held_when_the_node_is_told_not_at_its_next_heartbeat() -> None:
+    """The controller must not warm a hand-over up, nor fail over, on a copy it just told its node to delete: a CI
+    run moved a partition to a node 18 ms after retiring that node's replica, counted it warm, and the moved task
+    loaded from the checkpoint location."""
+    membership = Membership(dead_after=3.0, clock=FakeClock(100.0))
+    service = ControlService(membership, replication_factor=1, heartbeat_interval=0.5)
+    store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
+    request = _held_request("b", store)
+    request.primaries.append(control_pb2.PrimaryReport(store=store, version=6))
+    reply = service.Heartbeat(request, _NoContext())
+    assert [s.store_id for s in reply.retired_replicas] == [STORE]
+    record = membership.node("b")
+    assert record is not None and partition_key(store) not in record.replicas_held
+    assert membership.holders(partition_key(store)) == []
+    # A node that kept it (the reply was lost) reports it again, and it counts again until it is retired again.
+    membership.heartbeat(_held_request("b", store))
+    assert [r.node_id for r, _ in membership.holders(partition_key(store))] == ["b"]
+
+
 def test_a_primarys_node_refuses_shipments_of_its_own_partition_and_never_serves_them(tmp_path: Path) -> None:
     """A former primary still shipping (not demoted yet) to the node that took the partition over: the new
     primary's node must not rebuild a replica from that stream (it may carry the abandoned history)."""

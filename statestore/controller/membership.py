@@ -269,6 +269,19 @@ class Membership:
             record = self._nodes.get(node_id)
             return dict(record.replica_refs) if record is not None else {}
 
+    def forget_replicas(self, node_id: str, keys: list[str]) -> None:
+        """`node_id` was told to delete its replicas of partitions `keys`: stop counting them as held now, not at
+        its next heartbeat, so that no decision taken meanwhile (a hand-over's warm-up) relies on a copy that is
+        being deleted. A node that did not delete one reports it again, and it counts again."""
+        with self._lock:
+            record = self._nodes.get(node_id)
+            if record is None:
+                return
+            for key in keys:
+                record.replicas_held.pop(key, None)
+                record.replica_sizes.pop(key, None)
+                record.replica_refs.pop(key, None)
+
     def state_bytes(self, key: str) -> int:
         """The largest size on disk a node reported for its replica of partition `key` (0 if none did)."""
         with self._lock:

@@ -76,6 +76,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
                 version=held.version,
             )
         retired = self._retired_replicas(request.node.node_id)
+        self._membership.forget_replicas(request.node.node_id, [partition_key(store) for store in retired])
         for store in retired:
             log_event(
                 _log,
