@@ -190,8 +190,21 @@ class _Reader:
         return text
 
 
-def decode_increment(data: bytes, source: str = "<increment bytes>") -> Increment:
-    """Parse and verify increment bytes; raises CorruptFileError naming `source` and the problem."""
+@dataclass(frozen=True, slots=True)
+class _Envelope:
+    """An increment file whose envelope was verified: its identity (an Increment without records) and where its
+    body is."""
+
+    increment: Increment
+    flags: int
+    record_count: int
+    body_start: int
+    stored_len: int
+    raw_len: int
+
+
+def _verify_envelope(data: bytes, source: str) -> _Envelope:
+    """Check everything but the records: magic, format, flags, lengths, checksum, version pair and lineage."""
     minimum = _FIXED_PREFIX.size + _TRAILER.size
     if len(data) < minimum:
         raise CorruptFileError(source, f"truncated: {len(data)} bytes, an increment has at least {minimum}")
@@ -248,21 +261,36 @@ def decode_increment(data: bytes, source: str = "<increment bytes>") -> Incremen
         if parent_lineage == UNKNOWN_LINEAGE:
             parent_lineage = None
 
-    body = data[body_start : body_start + stored_len]
-    if flags & FLAG_ZSTD:
-        import zstandard
-
-        try:
-            body = zstandard.ZstdDecompressor().decompress(body, max_output_size=raw_len)
-        except zstandard.ZstdError as exc:
-            raise CorruptFileError(source, f"compressed body does not decompress: {exc}") from exc
-    if len(body) != raw_len:
-        raise CorruptFileError(source, f"body is {len(body)} bytes, header announces {raw_len}")
-
     increment = Increment(store_id, version, base_version, column_families)
     increment.parent_lineage = parent_lineage
     increment.lineage = lineage
-    _decode_body(increment, body, record_count, source)
+    return _Envelope(increment, flags, record_count, body_start, stored_len, raw_len)
+
+
+def verify_increment(data: bytes, source: str = "<increment bytes>") -> Increment:
+    """Verify an increment's envelope (magic, format, lengths, checksum, version pair, lineage) without decoding
+    its records, and return its identity: an Increment with no records. Whoever only forwards the bytes (a
+    primary's node shipping them) needs no more; whoever applies them decodes them (`decode_increment`), which
+    checks the records too. Raises CorruptFileError naming `source` and the problem."""
+    return _verify_envelope(data, source).increment
+
+
+def decode_increment(data: bytes, source: str = "<increment bytes>") -> Increment:
+    """Parse and verify increment bytes; raises CorruptFileError naming `source` and the problem."""
+    envelope = _verify_envelope(data, source)
+    body = data[envelope.body_start : envelope.body_start + envelope.stored_len]
+    if envelope.flags & FLAG_ZSTD:
+        import zstandard
+
+        try:
+            body = zstandard.ZstdDecompressor().decompress(body, max_output_size=envelope.raw_len)
+        except zstandard.ZstdError as exc:
+            raise CorruptFileError(source, f"compressed body does not decompress: {exc}") from exc
+    if len(body) != envelope.raw_len:
+        raise CorruptFileError(source, f"body is {len(body)} bytes, header announces {envelope.raw_len}")
+
+    increment = envelope.increment
+    _decode_body(increment, body, envelope.record_count, source)
     return increment
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -21,6 +22,7 @@ from statestore.increment import (
     encode_increment,
     read_increment,
     read_increment_header,
+    verify_increment,
 )
 
 
@@ -87,21 +89,42 @@ def test_random_records_round_trip(pairs: list[tuple[bytes, bytes]], compress: b
     assert fields(decode_increment(encode_increment(increment, compress=compress))) == fields(increment)
 
 
-def test_every_truncation_is_refused_naming_the_file() -> None:
+# A primary's node only verifies the envelope of what it ships (verify_increment); a replica decodes it.
+READERS = pytest.mark.parametrize("read", [decode_increment, verify_increment], ids=["decode", "verify"])
+
+
+@READERS
+def test_every_truncation_is_refused_naming_the_file(read: Callable[[bytes, str], Increment]) -> None:
     data = encode_increment(sample_increment())
     for length in range(len(data)):
         with pytest.raises(CorruptFileError) as error:
-            decode_increment(data[:length], "ckpt/5.increment")
+            read(data[:length], "ckpt/5.increment")
         assert error.value.path == "ckpt/5.increment"
 
 
-def test_every_flipped_byte_is_refused() -> None:
+@READERS
+def test_every_flipped_byte_is_refused(read: Callable[[bytes, str], Increment]) -> None:
     data = encode_increment(sample_increment(), compress=True)
     for position in range(len(data)):
         damaged = bytearray(data)
         damaged[position] ^= 0x40
         with pytest.raises(CorruptFileError):
-            decode_increment(bytes(damaged), "x.increment")
+            read(bytes(damaged), "x.increment")
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_verifying_gives_the_identity_without_decoding_the_records(compress: bool) -> None:
+    original = sample_increment()
+    original.parent_lineage = EMPTY_LINEAGE
+    verified = verify_increment(encode_increment(original, compress=compress))
+    assert (verified.store_id, verified.version, verified.base_version, verified.column_families) == (
+        original.store_id,
+        original.version,
+        original.base_version,
+        original.column_families,
+    )
+    assert (verified.parent_lineage, verified.lineage) == (EMPTY_LINEAGE, original.lineage)
+    assert verified.record_count == 0 and verified.keys == []
 
 
 def test_checksum_mismatch_is_named() -> None:

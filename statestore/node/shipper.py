@@ -30,7 +30,7 @@ from statestore import auth
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import CorruptFileError
 from statestore.faults.points import fault_point
-from statestore.increment import decode_increment
+from statestore.increment import verify_increment
 from statestore.node.increment_log import IncrementLog, increment_checksum
 from statestore.node.logs import log_event
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
@@ -423,7 +423,8 @@ class Shipper:
         later drop that history. A rewrite is also detected without the flag (see the module docstring).
         Raises CorruptFileError if `data` is not a sound increment of `store`.
         """
-        increment = decode_increment(data, f"increment of {store.store_id} handed to ship")
+        # The envelope only (checksum, lineage): the replicas decode the records when they apply them.
+        increment = verify_increment(data, f"increment of {store.store_id} handed to ship")
         if increment.store_id != store.store_id:
             raise CorruptFileError(store.store_id, f"increment belongs to store {increment.store_id!r}")
         fault_point("ship", store.store_id)
