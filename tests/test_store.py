@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from statestore import (
     LineageMismatchError,
@@ -20,6 +22,7 @@ from statestore.increment import (
     decode_increment,
     encode_increment,
 )
+from statestore.store import _NUMPY_SORT_FROM, _in_key_order
 
 STORE_ID = "0/0/default"
 
@@ -256,3 +259,31 @@ def test_a_store_on_an_unknown_history_stays_unknown(store: VersionedStore) -> N
     increment = store.commit()
     assert increment.parent_lineage is None and store.lineage is None
     assert decode_increment(encode_increment(increment)).parent_lineage is None
+
+
+@st.composite
+def _increment_keys(draw: st.DrawFn) -> tuple[list[int], list[bytes]]:
+    """Record columns as a replica gets them: mostly fixed-width keys (UnsafeRow's multiples of 8 bytes, some
+    words equal in every key, duplicates), sometimes not; one or several column families."""
+    n = draw(st.integers(min_value=_NUMPY_SORT_FROM, max_value=_NUMPY_SORT_FROM + 300))
+    width = draw(st.sampled_from([8, 16, 24, 13, 0]))
+    constant = draw(st.binary(min_size=width, max_size=width))
+    pool = draw(st.lists(st.binary(min_size=width, max_size=width), min_size=1, max_size=40))
+    keys = []
+    for i in range(n):
+        key = bytearray(pool[i % len(pool)] if draw(st.booleans()) else constant)
+        key[: min(8, width)] = constant[: min(8, width)]  # the null bits: one word equal in every key
+        keys.append(bytes(key))
+    if draw(st.booleans()) and width:
+        keys[draw(st.integers(0, n - 1))] = b"\x01" * (width + 8)  # one longer key: not fixed-width any more
+    cfs = draw(st.sampled_from(["one", "two"]))
+    cf_indexes = [0] * n if cfs == "one" else [draw(st.integers(0, 2)) for _ in range(n)]
+    return cf_indexes, keys
+
+
+@given(_increment_keys())
+@settings(max_examples=60, deadline=None)
+def test_a_replica_applies_records_in_pythons_stable_sort_order(columns: tuple[list[int], list[bytes]]) -> None:
+    cf_indexes, keys = columns
+    expected = sorted(range(len(keys)), key=lambda i: (cf_indexes[i], keys[i]))
+    assert _in_key_order(cf_indexes, keys) == expected
