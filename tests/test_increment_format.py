@@ -221,3 +221,19 @@ def test_read_increment_names_the_path(tmp_path) -> None:
     path.write_bytes(encode_increment(sample_increment())[:-3])
     with pytest.raises(CorruptFileError, match=str(path)):
         read_increment(path)
+
+
+@pytest.mark.parametrize(("key_width", "value_width", "odd_one"), [(16, 24, False), (16, 0, False), (8, 8, True)])
+def test_many_records_of_one_width_round_trip_as_bytes(key_width: int, value_width: int, odd_one: bool) -> None:
+    """Records of one key width and one value width are sliced in bulk (numpy): still bytes, still in order."""
+    n = 700
+    keys = [i.to_bytes(key_width, "big") for i in range(n)]
+    values = [(i * 7).to_bytes(value_width, "little") if value_width else b"" for i in range(n)]
+    if odd_one:
+        values[n // 2] = b"longer than the others"
+    original = Increment(
+        "0/0/default", 3, 2, [ColumnFamilyState("default", True, n)], bytes([Op.PUT]) * n, [0] * n, keys, values
+    )
+    decoded = decode_increment(encode_increment(original, compress=True))
+    assert (decoded.keys, decoded.values) == (keys, values)
+    assert {type(k) for k in decoded.keys} | {type(v) for v in decoded.values} == {bytes}
