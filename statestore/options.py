@@ -20,6 +20,8 @@ class StoreOptions:
     lz4_compression: bool = True
     bloom_bits_per_key: float = 10.0
     max_background_jobs: int = 2
+    # L0 files before a compaction (RocksDB's default is 4); the provider uses the same (LocalStore.java says why).
+    level0_compaction_trigger: int = 8
     # The local store is a cache of the checkpoint location, so its WAL need not be fsynced per commit;
     # the WAL still makes each commit's write batch atomic across a crash.
     sync_writes: bool = False
@@ -31,6 +33,7 @@ class StoreOptions:
         options.create_missing_column_families(True)
         options.set_write_buffer_size(self.write_buffer_mb * 1024 * 1024)
         options.set_max_background_jobs(self.max_background_jobs)
+        options.set_level_zero_file_num_compaction_trigger(self.level0_compaction_trigger)
         if self.lz4_compression:
             options.set_compression_type(DBCompressionType.lz4())
         table = BlockBasedOptions()

@@ -54,6 +54,14 @@ final class LocalStore implements AutoCloseable {
   }
 
   private static volatile Cache sharedCache;
+  /**
+   * L0 files before RocksDB compacts them into the level below (its default: 4). A partition's L0 files come from
+   * its snapshots' flushes, one per {@code minDeltasForSnapshot} versions, and a copy a node makes of its replica
+   * (a hand-over, a failover) adds one: at 4, a copy opened ahead of a move often rewrote the whole partition the
+   * moment it opened, in the migration's micro-batch, and the node's replica did the same work again. Point
+   * lookups probe each L0 file's bloom filter first, so a few more files cost little.
+   */
+  static final int LEVEL0_COMPACTION_TRIGGER = 8;
 
 
   final File dir;
@@ -133,7 +141,8 @@ final class LocalStore implements AutoCloseable {
         .setFilterPolicy(new BloomFilter(10, false)).setBlockSize(16 * 1024);
     return new ColumnFamilyOptions().setTableFormatConfig(table)
         .setCompressionType(CompressionType.LZ4_COMPRESSION)
-        .setWriteBufferSize(s.writeBufferSizeMb * 1024L * 1024L);
+        .setWriteBufferSize(s.writeBufferSizeMb * 1024L * 1024L)
+        .setLevel0FileNumCompactionTrigger(LEVEL0_COMPACTION_TRIGGER);
   }
 
   private void loadMeta() throws RocksDBException {
