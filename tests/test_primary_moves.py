@@ -277,13 +277,18 @@ def test_a_restarted_controller_retires_no_replica_of_a_partition_it_has_not_see
     assert list(reply.retired_replicas) == []
 
 
-def test_a_node_retires_its_replica_of_a_partition_it_is_primary_of() -> None:
+def _primary_reporting_a_replica_of_its_own_partition() -> tuple[Membership, common_pb2.StoreRef, Any]:
+    """Node b heartbeats as the primary of a partition it also holds a replica of; returns the controller's reply."""
     membership = Membership(dead_after=3.0, clock=FakeClock(100.0))
     service = ControlService(membership, replication_factor=1, heartbeat_interval=0.5)
     store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
     request = _held_request("b", store)
     request.primaries.append(control_pb2.PrimaryReport(store=store, version=6))
-    reply = service.Heartbeat(request, _NoContext())
+    return membership, store, service.Heartbeat(request, _NoContext())
+
+
+def test_a_node_retires_its_replica_of_a_partition_it_is_primary_of() -> None:
+    _, _, reply = _primary_reporting_a_replica_of_its_own_partition()
     assert [s.store_id for s in reply.retired_replicas] == [STORE]
 
 
@@ -291,12 +296,7 @@ def test_a_retired_replica_stops_counting_as_held_when_the_node_is_told_not_at_i
     """The controller must not warm a hand-over up, nor fail over, on a copy it just told its node to delete: a CI
     run moved a partition to a node 18 ms after retiring that node's replica, counted it warm, and the moved task
     loaded from the checkpoint location."""
-    membership = Membership(dead_after=3.0, clock=FakeClock(100.0))
-    service = ControlService(membership, replication_factor=1, heartbeat_interval=0.5)
-    store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir="/ckpt/q1/state/0/3")
-    request = _held_request("b", store)
-    request.primaries.append(control_pb2.PrimaryReport(store=store, version=6))
-    reply = service.Heartbeat(request, _NoContext())
+    membership, store, reply = _primary_reporting_a_replica_of_its_own_partition()
     assert [s.store_id for s in reply.retired_replicas] == [STORE]
     record = membership.node("b")
     assert record is not None and partition_key(store) not in record.replicas_held
