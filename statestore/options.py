@@ -15,7 +15,7 @@ class StoreOptions:
     the same directory (docs/formats.md section 2).
     """
 
-    write_buffer_mb: int = 64
+    write_buffer_mb: float = 64
     block_cache_mb: int = 64
     lz4_compression: bool = True
     bloom_bits_per_key: float = 10.0
@@ -31,7 +31,7 @@ class StoreOptions:
         options = Options(raw_mode=True)
         options.create_if_missing(create)
         options.create_missing_column_families(True)
-        options.set_write_buffer_size(self.write_buffer_mb * 1024 * 1024)
+        options.set_write_buffer_size(int(self.write_buffer_mb * 1024 * 1024))
         options.set_max_background_jobs(self.max_background_jobs)
         options.set_level_zero_file_num_compaction_trigger(self.level0_compaction_trigger)
         if self.lz4_compression:

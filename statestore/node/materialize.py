@@ -141,7 +141,7 @@ class Materializer:
             with auth.channel(holder.node.address, GRPC_MESSAGE_OPTIONS) as channel:
                 chunks = replication_pb2_grpc.ReplicationStub(channel).Bootstrap(request, timeout=_left(deadline))
                 manifest = receive_snapshot(chunks, staging, source)
-            with VersionedStore.open(staging, store.store_id, self._settings.store_options()) as copy:
+            with VersionedStore.open(staging, store.store_id, self._settings.store_options(store.store_id)) as copy:
                 version, lineage = copy.version, copy.lineage
             if version != manifest.version or lineage is None:
                 raise StateStoreError(f"{source}: holds version {version}, manifest says {manifest.version}")

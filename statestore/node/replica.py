@@ -97,7 +97,7 @@ class Replica:
         self._buffer: dict[int, tuple[Increment, int]] = {}  # version -> (increment, checksum)
         self._buffer_bytes: dict[int, int] = {}
         self._fingerprints: OrderedDict[int, int] = OrderedDict()  # version applied -> checksum of its bytes
-        self._store = VersionedStore.open(directory / _DB_DIR, store.store_id, settings.store_options())
+        self._store = VersionedStore.open(directory / _DB_DIR, store.store_id, settings.store_options(store.store_id))
         self._size = 0
         self._size_measured_at = -_SIZE_REFRESH_SECONDS
         self._retired = False
@@ -312,7 +312,7 @@ class Replica:
         staging = self.directory / f".rewind-{uuid.uuid4().hex}.tmp"
         try:
             location = CheckpointLocation(self.ref.checkpoint_dir, self.store_id)
-            location.restore(staging, version, self._settings.store_options()).close()
+            location.restore(staging, version, self._settings.store_options(self.store_id)).close()
         except (StateStoreError, OSError) as exc:
             shutil.rmtree(staging, ignore_errors=True)
             log_event(
@@ -327,7 +327,9 @@ class Replica:
         shutil.rmtree(self.directory / _DB_DIR, ignore_errors=True)
         if directory is not None:
             directory.rename(self.directory / _DB_DIR)
-        self._store = VersionedStore.open(self.directory / _DB_DIR, self.store_id, self._settings.store_options())
+        self._store = VersionedStore.open(
+            self.directory / _DB_DIR, self.store_id, self._settings.store_options(self.store_id)
+        )
 
     def _bootstrap(self, primary_address: str) -> None:
         """Replace this (empty) replica by a snapshot streamed from the primary's node."""
@@ -349,7 +351,7 @@ class Replica:
                 )
             if manifest.store_id != self.store_id:
                 raise CorruptFileError(primary_address, f"snapshot of store {manifest.store_id!r}")
-            candidate = VersionedStore.open(staging, self.store_id, self._settings.store_options())
+            candidate = VersionedStore.open(staging, self.store_id, self._settings.store_options(self.store_id))
             if candidate.version != manifest.version:
                 candidate.close()
                 raise CorruptFileError(
