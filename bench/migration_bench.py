@@ -6,8 +6,8 @@ planned hand-over) against Spark's RocksDB provider (changelog checkpointing), a
 Each provider runs in a Spark application of its own on local-cluster[3,1,1024] with eight state partitions:
 
 1. **load**: micro-batches of new keys until the state holds `--keys` keys (quick: 1M, full: 5M); per key a
-   count, a sum and a 64-byte incompressible value; then five update micro-batches nobody measures, for the
-   state and the JVMs to settle;
+   count, a sum and a 64-byte incompressible value; then sixty update micro-batches nobody measures, for the
+   state and the JVMs to settle (the JIT compilers' CPU per micro-batch falls by about half over them);
 2. per strategy (`all-at-once`, `fluid`, `batched`), one after another in the same application:
    - **steady**: seven micro-batches updating 20,000 random existing keys; their median duration;
    - **migration**: half of the partitions (four) move to another executor, chosen so that no executor holds
@@ -70,9 +70,11 @@ VALUE_BYTES = 64
 LOAD_KEYS_PER_BATCH = 250_000
 UPDATE_ROWS = 20_000
 STEADY_BATCHES = 7
-# Update micro-batches after the load that nothing measures: the first ones after a bulk load run slower for
-# either provider (compactions, the JVMs' warm-up), which inflated the first strategy's steady median.
-SETTLE_BATCHES = 5
+# Update micro-batches after the load that nothing measures, for the JVMs to warm up as a query that has run for a
+# while has: on this query the compiler threads of the driver and executors took 0.95 core-seconds per micro-batch
+# over the first ten after a load, 0.6 after thirty, 0.35 after sixty and 0.2 after 120 (on a 2-core machine, as
+# much as the tasks themselves early on, and the better part of the micro-batches' variance), for either provider.
+SETTLE_BATCHES = 60
 AFTER_BATCHES = 3
 MAX_MIGRATION_BATCHES = 60
 SERVED = ("promoted", "done", "failed")

@@ -86,6 +86,8 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
   private volatile LocalStore local;
   private boolean localDirty;
   private StatestoreStore current;
+  private SnapshotSchedule snapshotSchedule;
+  /** The snapshot slot of the last snapshot taken or of the version loaded (SnapshotSchedule). */
   private volatile long lastSnapshotVersion;
   /** Closing the local store waits for a background flush (which runs without the provider's monitor). */
   private final ReentrantReadWriteLock localLife = new ReentrantReadWriteLock();
@@ -145,6 +147,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     this.storeId = id;
     this.storeIdString = id.operatorId() + "/" + id.partitionId() + "/" + id.storeName();
     this.settings = ProviderSettings.from(storeConf);
+    this.snapshotSchedule = new SnapshotSchedule(id.partitionId(), settings.minDeltasForSnapshot);
     this.hadoopConf = hadoopConf;
     this.runId = hadoopConf.get("sql.streaming.runId", "");
     try {
@@ -301,7 +304,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     if (local != loaded.store()) {
       local = loaded.store();
       localDir = local.dir; // a copy opened ahead of a move lives in a directory of its own
-      lastSnapshotVersion = loaded.fromVersion() - snapshotPhase();
+      lastSnapshotVersion = snapshotSchedule.slotAtOrBelow(loaded.fromVersion());
     }
     localDirty = false;
     staleAbove = loaded.latestInCheckpoint() > version ? version : Long.MAX_VALUE;
@@ -551,7 +554,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
       long encoded = System.nanoTime();
       checkpoint.writeIncrement(inc.version, bytes);
       long written = System.nanoTime();
-      if (snapshotAtCommit || inc.version - lastSnapshotVersion >= settings.minDeltasForSnapshot) {
+      if (snapshotAtCommit || snapshotSchedule.due(inc.version, lastSnapshotVersion)) {
         scheduleSnapshot(store, inc.version);
       }
       snapshotAtCommit = false;
@@ -591,17 +594,6 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
       notifyAll(); // a background snapshot may be waiting for this quiet point
       closeIfDeferred();
     }
-  }
-
-  /**
-   * How many versions earlier than every {@code minDeltasForSnapshot} this partition takes its snapshots: the
-   * partitions of a query commit in lockstep, and without a phase of their own they would all snapshot after the
-   * same micro-batch, whose successor then runs beside every executor's flush and upload at once (on the
-   * migration bench, every task of that micro-batch 1.5x slower). With one, each micro-batch carries the
-   * snapshots of about {@code partitions / minDeltasForSnapshot} partitions.
-   */
-  private long snapshotPhase() {
-    return storeId.partitionId() % settings.minDeltasForSnapshot;
   }
 
   /** Hands the snapshot of {@code version} to the background thread, unless one is still under way. */
@@ -666,7 +658,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
         LocalDirs.deleteRecursively(staging);
         return;
       }
-      lastSnapshotVersion = Math.max(lastSnapshotVersion, version);
+      lastSnapshotVersion = Math.max(lastSnapshotVersion, snapshotSchedule.slotAtOrBelow(version));
     }
     long checkpointed = System.nanoTime();
     try {
