@@ -20,6 +20,27 @@ from spark_provider.file_feed import publish
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
+JAVA_CHECKS = Path(__file__).resolve().parents[1] / "spark_provider" / "java_test" / "io" / "statestore" / "spark"
+
+
+def java_check(tmp_path_factory: pytest.TempPathFactory, name: str, heap: str) -> list[str]:
+    """The command line of the Java check `name` (spark_provider/java_test), compiled against the provider jar;
+    skips the test without a JDK."""
+    import shutil
+    import subprocess
+
+    from spark_provider.jar import provider_jar, pyspark_jars_dir
+
+    if shutil.which("javac") is None:
+        pytest.skip("needs a JDK")
+    classes = tmp_path_factory.mktemp(name)
+    classpath = f"{classes}:{provider_jar()}:{pyspark_jars_dir()}/*"
+    source = JAVA_CHECKS / f"{name}.java"
+    subprocess.run(["javac", "--release", "17", "-nowarn", "-cp", classpath, "-d", str(classes), str(source)],
+                   check=True, capture_output=True, text=True)  # fmt: skip
+    return ["java", f"-Xmx{heap}", "-cp", classpath, f"io.statestore.spark.{name}"]
+
+
 def make_spark(master: str = "local[2]", app: str = "statestore-tests", **settings: object) -> Any:
     """A SparkSession on our provider (providers can be switched per query with `use_provider`)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -5,29 +5,19 @@ increment it encodes, decoded by the Python reader, holds at most one record per
 from __future__ import annotations
 
 import random
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import java_check
 
 from statestore.increment import Op, read_increment
-
-DRIVER = Path(__file__).resolve().parents[1] / "spark_provider" / "java_test" / "io" / "statestore" / "spark"
 
 
 @pytest.fixture(scope="module")
 def change_set_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The command line of ChangeSetCheck, compiled against the provider jar."""
-    from spark_provider.jar import provider_jar, pyspark_jars_dir
-
-    if shutil.which("javac") is None:
-        pytest.skip("needs a JDK")
-    classes = tmp_path_factory.mktemp("change-set-check")
-    classpath = f"{classes}:{provider_jar()}:{pyspark_jars_dir()}/*"
-    subprocess.run(["javac", "--release", "17", "-nowarn", "-cp", classpath, "-d", str(classes),
-                    str(DRIVER / "ChangeSetCheck.java")], check=True, capture_output=True, text=True)  # fmt: skip
-    return ["java", "-Xmx256m", "-cp", classpath, "io.statestore.spark.ChangeSetCheck"]
+    return java_check(tmp_path_factory, "ChangeSetCheck", "256m")
 
 
 def _model(lines: list[str]) -> tuple[set[str], set[str], dict[tuple[str, bytes], tuple[Op, bytes]]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from conftest import java_check
 from test_node_harness import Cluster, Primary, replica_digest, running_cluster, send_cont, wait_until
 
 from statestore.faults import points
@@ -166,24 +167,12 @@ def test_an_unarmed_point_does_nothing_and_a_raise_names_its_point(tmp_path: Pat
 
 # ------------------------------------------------------------------------------------------ the provider's points
 
-DRIVER = Path(__file__).resolve().parents[1] / "spark_provider" / "java_test" / "io" / "statestore" / "spark"
 
 
 @pytest.fixture(scope="module")
 def faults_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The command line of FaultsCheck, compiled against the provider jar."""
-    import shutil
-    import subprocess
-
-    from spark_provider.jar import provider_jar, pyspark_jars_dir
-
-    if shutil.which("javac") is None:
-        pytest.skip("needs a JDK")
-    classes = tmp_path_factory.mktemp("faults-check")
-    classpath = f"{classes}:{provider_jar()}:{pyspark_jars_dir()}/*"
-    subprocess.run(["javac", "--release", "17", "-nowarn", "-cp", classpath, "-d", str(classes),
-                    str(DRIVER / "FaultsCheck.java")], check=True, capture_output=True, text=True)  # fmt: skip
-    return ["java", "-Xmx64m", "-cp", classpath, "io.statestore.spark.FaultsCheck"]
+    return java_check(tmp_path_factory, "FaultsCheck", "64m")
 
 
 def test_the_providers_raise_fails_the_step_once_and_pause_stops_the_jvm_until_resumed(

@@ -8,29 +8,20 @@ sorted and serialized the same way, merges one by one) ends with the same state.
 from __future__ import annotations
 
 import random
-import shutil
 import subprocess
 import zlib
 from pathlib import Path
 
 import pytest
+from conftest import java_check
 
-DRIVER = Path(__file__).resolve().parents[1] / "spark_provider" / "java_test" / "io" / "statestore" / "spark"
 FAMILIES = ("default", "left", "right")
 
 
 @pytest.fixture(scope="module")
 def local_store_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The command line of LocalStoreCheck, compiled against the provider jar."""
-    from spark_provider.jar import provider_jar, pyspark_jars_dir
-
-    if shutil.which("javac") is None:
-        pytest.skip("needs a JDK")
-    classes = tmp_path_factory.mktemp("local-store-check")
-    classpath = f"{classes}:{provider_jar()}:{pyspark_jars_dir()}/*"
-    subprocess.run(["javac", "--release", "17", "-nowarn", "-cp", classpath, "-d", str(classes),
-                    str(DRIVER / "LocalStoreCheck.java")], check=True, capture_output=True, text=True)  # fmt: skip
-    return ["java", "-Xmx512m", "-cp", classpath, "io.statestore.spark.LocalStoreCheck"]
+    return java_check(tmp_path_factory, "LocalStoreCheck", "512m")
 
 
 def _key(rng: random.Random, keys: int) -> bytes:

@@ -4,13 +4,11 @@ different micro-batches after a migration, a failover or a restart moved some of
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
+from conftest import java_check
 
-DRIVER = Path(__file__).resolve().parents[1] / "spark_provider" / "java_test" / "io" / "statestore" / "spark"
 PARTITIONS = 8
 LOADS = 40
 
@@ -18,16 +16,7 @@ LOADS = 40
 @pytest.fixture(scope="module")
 def schedule_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The command line of SnapshotScheduleCheck, compiled against the provider jar."""
-    from spark_provider.jar import provider_jar, pyspark_jars_dir
-
-    if shutil.which("javac") is None:
-        pytest.skip("needs a JDK")
-    classes = tmp_path_factory.mktemp("snapshot-schedule-check")
-    classpath = f"{classes}:{provider_jar()}:{pyspark_jars_dir()}/*"
-    source = DRIVER / "SnapshotScheduleCheck.java"
-    subprocess.run(["javac", "--release", "17", "-nowarn", "-cp", classpath, "-d", str(classes), str(source)],
-                   check=True, capture_output=True, text=True)  # fmt: skip
-    return ["java", "-Xmx128m", "-cp", classpath, "io.statestore.spark.SnapshotScheduleCheck"]
+    return java_check(tmp_path_factory, "SnapshotScheduleCheck", "128m")
 
 
 def snapshots(check: list[str], every: int) -> dict[tuple[int, int], list[int]]:
