@@ -72,8 +72,9 @@ UPDATE_ROWS = 20_000
 STEADY_BATCHES = 7
 # Update micro-batches after the load that nothing measures, for the JVMs to warm up as a query that has run for a
 # while has: on this query the compiler threads of the driver and executors took 0.95 core-seconds per micro-batch
-# over the first ten after a load, 0.6 after thirty, 0.35 after sixty and 0.2 after 120 (on a 2-core machine, as
-# much as the tasks themselves early on, and the better part of the micro-batches' variance), for either provider.
+# over the first ten after a load, 0.6 after thirty, 0.35 after sixty and 0.2 after 120 (on a 2-core machine, more
+# than the tasks themselves early on, and about 40% of the micro-batches' variance), measured with our provider;
+# Spark's runs show the same compiler threads at work.
 SETTLE_BATCHES = 60
 AFTER_BATCHES = 3
 MAX_MIGRATION_BATCHES = 60

@@ -97,9 +97,9 @@ class NodeSettings:
 
         Its write buffer is 0.75x to 1.25x `store_write_buffer_mb`, fixed per store id. A query's partitions
         receive increments at about the same rate, so with equal buffers every replica on every node flushed in
-        the same micro-batch, and every eighth flush (the L0 trigger) their compactions, each rewriting a whole
-        partition, ran at once too: about a core-second on each node in one micro-batch, 1.6x its median on the
-        migration bench's query. Unequal buffers spread the flushes and compactions over different batches."""
+        the same second, and their compactions, each rewriting a whole partition, started together: 1.05
+        core-seconds of the nodes' RocksDB threads in one micro-batch of the migration bench's query, which ran
+        1.59x its neighbours' median. Unequal buffers spread the flushes and compactions over different batches."""
         spread = zlib.crc32(store_id.encode()) / 2**32
         return StoreOptions(
             write_buffer_mb=self.store_write_buffer_mb * (0.75 + 0.5 * spread),
