@@ -9,7 +9,10 @@ The protocol's steps, in the seed's order (`HandOver.advance` takes them one aft
    holds nothing, then every increment) and no old replica is dropped before the new ones are caught up. B
    joins when its lag is at most `acceptable_lag` versions (Kafka Streams' `acceptable.recovery.lag`).
 3. **Fix the batch and steer**: p's task for the next micro-batch Spark plans, b*, is steered to B's executor
-   (Spark's `StateStoreCoordinator`). Every move of one strategy batch is steered at once, so they share b*.
+   (Spark's `StateStoreCoordinator`). Every move of one strategy batch is steered at once, so they share b*,
+   and only once B's executor has opened its copy of p ahead of the move (B's node reports it), so that b*'s
+   load only catches that copy up; an executor that opens no copies ahead, or one that has not within
+   `open_ahead_wait`, is steered to anyway.
    If Spark runs p elsewhere anyway (its locality wait expired: the coordinator places p on another executor
    again), the move is steered again for the next batch, up to `max_attempts`; correctness never depends on
    it, since any executor loads p from the checkpoint location's history.
@@ -65,6 +68,7 @@ class HandOverSettings:
     warm_up_timeout: float = 600.0
     promote_timeout: float = 300.0  # a move waits this long for Spark to run a batch of its partition
     settle_timeout: float = 180.0  # A's provider unloads at its executor's next task or maintenance
+    open_ahead_wait: float = 3.0  # a warm move waits this long for B's executor to open its copy ahead of it
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class HandOver:
     promoted_at: float = 0.0
     ended_at: float = 0.0
     source_after: str = ""
+    opened_ahead: str = ""  # before the steer: "open" (B's executor opened its copy ahead), "late" or "no" (not)
     error: str = ""
     log: list[str] = field(default_factory=list)
     _step_since: float = 0.0
@@ -216,6 +221,34 @@ class HandOverProtocol:
         return behind
 
     # 3. fix the batch and steer
+    def opened_ahead(self, move: HandOver) -> bool:
+        """Whether `move`, warm, may be steered as far as B's copy goes: B's executor opened its copy of p ahead of
+        the move, or it opens none, or `open_ahead_wait` ran out (an urgent move and a move of replicas only never
+        wait)."""
+        if move.step is not Step.WARM or not move.moves_primary or move.urgent or move.opened_ahead:
+            return True
+        target = self._membership.node(move.target)
+        if target is None or not target.opens_ahead:
+            move.opened_ahead = "no"
+            return True
+        missing = [s.store.store_id for s in self._stores(move.task) if s.key not in target.opened_ahead]
+        if not missing:
+            move.opened_ahead = "open"
+            self._record(move, Step.WARM, f"executor {target.executor_id} opened its copy ahead of the move")
+            return True
+        waited = self._clock() - move._step_since
+        if waited <= self.settings.open_ahead_wait:
+            return False
+        move.opened_ahead = "late"
+        self._record(
+            move,
+            Step.WARM,
+            f"executor {target.executor_id} did not open its copy of {', '.join(missing)} within "
+            f"{self.settings.open_ahead_wait:g}s: steered without it (its load asks the node then)",
+            logging.WARNING,
+        )
+        return True
+
     def _steer(self, move: HandOver, stores: list[PartitionRecord]) -> None:
         if not move.moves_primary:
             self._adopt_final(move)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from test_node_harness import FakeClock
 
 from handover.failover import Failover
-from handover.handover import HandOver, SparkLevers, Step
+from handover.handover import HandOver, HandOverProtocol, HandOverSettings, SparkLevers, Step
 from handover.migration import Migration, order_moves
 from placement import Placement, ReplicaGroup, Strategy
 from placement.primaries import balance_primaries
@@ -235,8 +235,11 @@ def beat(
     primaries: list[common_pb2.StoreRef] = (),
     replicas: list[common_pb2.StoreRef] = (),
     executor: bool = True,
+    opens_ahead: bool = False,
+    opened_ahead: list[common_pb2.StoreRef] = (),
 ) -> None:
-    """A heartbeat of `node` (serving Spark executor `node` unless `executor` is false)."""
+    """A heartbeat of `node` (serving Spark executor `node` unless `executor` is false; its executor opening
+    copies ahead of moves when `opens_ahead`, those of `opened_ahead` open)."""
     membership.heartbeat(
         control_pb2.HeartbeatRequest(
             node=control_pb2.NodeRef(
@@ -247,6 +250,8 @@ def beat(
             ),
             primaries=[control_pb2.PrimaryReport(store=s, version=3) for s in primaries],
             replicas_held=[common_pb2.VersionHeld(store=s, version=3) for s in replicas],
+            opens_ahead=opens_ahead,
+            opened_ahead=[common_pb2.VersionHeld(store=s, version=3) for s in opened_ahead],
         )
     )
 
@@ -366,6 +371,50 @@ def test_a_running_move_names_its_partitions_to_its_target_node_only(membership:
         assert operations.incoming("a") == [] and operations.incoming("b") == []
     finally:
         operations.stop()
+
+
+def warm_move_to_b(membership: Membership, clock: FakeClock) -> tuple[HandOverProtocol, HandOver]:
+    """Partition 1's primary move from a to b (its replica holder), taken to step 3 (warm)."""
+    groups = ReplicaGroups(membership, q=1)
+    levers = SparkLevers(steer=lambda _steer: None, locate=lambda _steer: "")
+    protocol = HandOverProtocol(membership, groups, levers, HandOverSettings(open_ahead_wait=3.0), clock, 0.0)
+    move = HandOver(task("0/1/default"), "a", "b", ReplicaGroup("b", ("a",)))
+    protocol.decide(move)
+    protocol.advance(move, may_steer=False)
+    assert move.step is Step.WARM
+    return protocol, move
+
+
+def test_a_warm_move_is_steered_once_its_targets_copy_is_opened_ahead(membership: Membership, clock: FakeClock) -> None:
+    """Step 3 waits for B's executor to open its copy (B's node reports it), so that b*'s load only catches that
+    copy up instead of asking the node inside the moved task."""
+    beat(membership, "b", replicas=[store("0/0/default"), store("0/1/default")], opens_ahead=True)
+    protocol, move = warm_move_to_b(membership, clock)
+    clock.now = 1.0
+    assert not protocol.opened_ahead(move)
+    beat(membership, "b", replicas=[store("0/0/default"), store("0/1/default")], opens_ahead=True,
+         opened_ahead=[store("0/1/default")])  # fmt: skip
+    assert protocol.opened_ahead(move) and move.opened_ahead == "open"
+    assert "executor b opened its copy ahead of the move" in move.log[-1]
+
+
+def test_a_warm_move_is_steered_without_a_copy_opened_ahead_when_none_comes_in_time(
+    membership: Membership, clock: FakeClock
+) -> None:
+    beat(membership, "b", replicas=[store("0/0/default"), store("0/1/default")], opens_ahead=True)
+    protocol, move = warm_move_to_b(membership, clock)
+    clock.now = 3.0
+    assert not protocol.opened_ahead(move)
+    clock.now = 3.5
+    assert protocol.opened_ahead(move) and move.opened_ahead == "late"
+    assert "did not open its copy of 0/1/default within 3s" in move.log[-1]
+
+
+def test_a_warm_move_to_an_executor_that_opens_no_copies_ahead_does_not_wait(
+    membership: Membership, clock: FakeClock
+) -> None:
+    protocol, move = warm_move_to_b(membership, clock)  # b's heartbeat says nothing of opening ahead
+    assert protocol.opened_ahead(move) and move.opened_ahead == "no"
 
 
 # ------------------------------------------------------------------------------------------ replica groups

@@ -57,6 +57,8 @@ class NodeRecord:
     replicas_held: dict[str, int] = field(default_factory=dict)  # partition key -> version held
     replica_sizes: dict[str, int] = field(default_factory=dict)  # partition key -> bytes on disk
     replica_refs: dict[str, common_pb2.StoreRef] = field(default_factory=dict)  # partition key -> store
+    opens_ahead: bool = False  # its executor opens copies of incoming partitions ahead of their moves
+    opened_ahead: dict[str, int] = field(default_factory=dict)  # partition key -> version of the copy opened ahead
 
 
 @dataclass
@@ -173,6 +175,8 @@ class Membership:
             record.replicas_held = {partition_key(h.store): h.version for h in request.replicas_held}
             record.replica_sizes = {partition_key(h.store): h.size_bytes for h in request.replicas_held}
             record.replica_refs = {partition_key(h.store): h.store for h in request.replicas_held}
+            record.opens_ahead = request.opens_ahead
+            record.opened_ahead = {partition_key(h.store): h.version for h in request.opened_ahead}
             for key, claim in record.primaries.items():
                 winner = self._winner(key)
                 if winner is not None and winner[0] == record.node_id:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 import grpc
@@ -17,10 +18,12 @@ import grpc
 from statestore import auth
 from statestore.node.logs import log_event
 from statestore.node.settings import NodeSettings
-from statestore.partition_key import normalized
+from statestore.partition_key import normalized, partition_key
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
 
 _log = logging.getLogger("statestore.node.membership")
+# The executor's open-ahead poller asks every 0.2 s (PreparedStores.POLL_MS); silent this long, it is not polling.
+_OPENS_AHEAD_SILENCE_SECONDS = 5.0
 
 
 class Heartbeater:
@@ -55,6 +58,9 @@ class Heartbeater:
         self._failures = 0
         self._registered = False
         self._incoming: list[common_pb2.StoreRef] = []
+        self._opened_ahead: dict[str, common_pb2.VersionHeld] = {}  # partition key -> the copy's version
+        self._incoming_asked_at = float("-inf")
+        self._ahead_lock = threading.Lock()  # not the beat lock: a local-channel answer never waits for an RPC
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
 
     def start(self) -> None:
@@ -89,7 +95,11 @@ class Heartbeater:
                     log_event(_log, "registered", controller=self._settings.controller, node=self._node.node_id)
                 reply = self._stub.Heartbeat(
                     control_pb2.HeartbeatRequest(
-                        node=self._node, primaries=self._primaries(), replicas_held=self._replicas_held()
+                        node=self._node,
+                        primaries=self._primaries(),
+                        replicas_held=self._replicas_held(),
+                        opened_ahead=self._opened_ahead_now(),
+                        opens_ahead=time.monotonic() - self._incoming_asked_at < _OPENS_AHEAD_SILENCE_SECONDS,
                     ),
                     timeout=2.0,
                 )
@@ -116,12 +126,31 @@ class Heartbeater:
                 self._on_retired(list(reply.retired_replicas))
             self._on_groups(list(reply.groups))
             self._incoming = [normalized(store) for store in reply.incoming]
+            keys = {partition_key(store) for store in self._incoming}
+            with self._ahead_lock:
+                self._opened_ahead = {k: v for k, v in self._opened_ahead.items() if k in keys}
         return True
 
     @property
     def incoming(self) -> list[common_pb2.StoreRef]:
         """The partitions a running hand-over moves to this node, as of the last heartbeat."""
         return list(self._incoming)
+
+    def note_incoming_asked(self) -> None:
+        """The executor asked for the incoming partitions (it opens copies ahead of moves)."""
+        self._incoming_asked_at = time.monotonic()
+
+    def note_opened_ahead(self, store: common_pb2.StoreRef, version: int) -> None:
+        """A copy of `store` (normalized) at `version` was written for the executor; reported while `store` is
+        incoming, so that the controller steers its move once the copy is there."""
+        key = partition_key(store)
+        if any(partition_key(s) == key for s in self._incoming):
+            with self._ahead_lock:
+                self._opened_ahead[key] = common_pb2.VersionHeld(store=store, version=version)
+
+    def _opened_ahead_now(self) -> list[common_pb2.VersionHeld]:
+        with self._ahead_lock:
+            return list(self._opened_ahead.values())
 
     def _run(self) -> None:
         while not self._stop.is_set():

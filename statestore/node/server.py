@@ -23,6 +23,7 @@ from statestore.faults import link_faults
 from statestore.faults.points import fault_point
 from statestore.node.increment_log import IncrementLog
 from statestore.node.local_channel import (
+    MATERIALIZED_OK,
     SOURCE_NAMES,
     Committed,
     Demote,
@@ -241,9 +242,13 @@ class StateNode:
         return self.shipper.release(store)
 
     def materialize(self, store: common_pb2.StoreRef, message: Materialize) -> Materialized:
-        """MATERIALIZE: this node's copy of the partition, or a peer's (statestore.node.materialize)."""
-        assert self.materializer is not None
-        return self.materializer.materialize(store, message)
+        """MATERIALIZE: this node's copy of the partition, or a peer's (statestore.node.materialize). A copy of a
+        partition a hand-over moves here is reported to the controller (the executor opens it ahead of the move)."""
+        assert self.materializer is not None and self.heartbeater is not None
+        answer = self.materializer.materialize(store, message)
+        if answer.status == MATERIALIZED_OK:
+            self.heartbeater.note_opened_ahead(store, answer.version)
+        return answer
 
     def load(self, store: common_pb2.StoreRef, message: Load) -> str:
         """LOAD: what a committed batch cost the executor, kept for the heartbeat's load report."""
@@ -257,6 +262,7 @@ class StateNode:
         """INCOMING: the partitions the controller's running hand-over moves here, with this node's replicas'
         versions (0: not held yet, a warm-up under way)."""
         assert self.heartbeater is not None
+        self.heartbeater.note_incoming_asked()
         entries = []
         for store in self.heartbeater.incoming:
             replica = self.replicas.get(store)

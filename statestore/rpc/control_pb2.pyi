@@ -226,14 +226,18 @@ class SparkPlace(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., state_root: _Optional[str] = ..., executor_id: _Optional[str] = ..., executor_host: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("node", "primaries", "replicas_held")
+    __slots__ = ("node", "primaries", "replicas_held", "opened_ahead", "opens_ahead")
     NODE_FIELD_NUMBER: _ClassVar[int]
     PRIMARIES_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_HELD_FIELD_NUMBER: _ClassVar[int]
+    OPENED_AHEAD_FIELD_NUMBER: _ClassVar[int]
+    OPENS_AHEAD_FIELD_NUMBER: _ClassVar[int]
     node: NodeRef
     primaries: _containers.RepeatedCompositeFieldContainer[PrimaryReport]
     replicas_held: _containers.RepeatedCompositeFieldContainer[_common_pb2.VersionHeld]
-    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., primaries: _Optional[_Iterable[_Union[PrimaryReport, _Mapping]]] = ..., replicas_held: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ...) -> None: ...
+    opened_ahead: _containers.RepeatedCompositeFieldContainer[_common_pb2.VersionHeld]
+    opens_ahead: bool
+    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., primaries: _Optional[_Iterable[_Union[PrimaryReport, _Mapping]]] = ..., replicas_held: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opened_ahead: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opens_ahead: _Optional[bool] = ...) -> None: ...
 
 class ReplicaGroup(_message.Message):
     __slots__ = ("store", "primary_node", "replicas")

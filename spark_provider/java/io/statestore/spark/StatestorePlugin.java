@@ -16,7 +16,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>It also loads the native libraries a load needs (RocksDB's, zstd's) and the provider's classes in the
  * background, so that a partition failing over to an executor that never ran a stateful task does not pay for
- * them inside its load (about 0.4 s on the failover bench's replacement executors).
+ * them inside its load (about 0.4 s on the failover bench's replacement executors), and runs the branches of the
+ * store's path that only a moved partition's first batch takes ({@link MoveWarmUp}), so that the JIT compiles
+ * Spark's operator loop with them.
  */
 public final class StatestorePlugin implements SparkPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(StatestorePlugin.class);
@@ -35,6 +37,7 @@ public final class StatestorePlugin implements SparkPlugin {
           startNode(context);
           warmUp(context);
           openAhead(context);
+          MoveWarmUp.run(ProviderSettings.from(context.conf()));
         }, "statestore-node-start");
         starter.setDaemon(true);
         starter.start(); // the executor's start-up does not wait for the node
