@@ -142,6 +142,7 @@ def test_move_and_every_rebalance_strategy_under_an_aggregation(tmp_path: Path) 
             assert source in replicas_by_partition(status(address), query)[store_id]
 
             # Skew every primary onto one executor, then rebalance with each strategy.
+            steered_logs = []
             for strategy in ("all-at-once", "fluid", "batched"):
                 crowded = executors_by_node(address)[source]
                 with feeding([query]):
@@ -157,6 +158,7 @@ def test_move_and_every_rebalance_strategy_under_an_aggregation(tmp_path: Path) 
                 with feeding([query]):
                     balanced = rebalance(strategy, controller=address)
                 assert_moves_loaded_from_replicas(balanced)
+                steered_logs += [line for m in balanced.moves for line in m.log]
                 batches = max(m.batch for m in balanced.moves) + 1
                 if strategy == "fluid":
                     assert batches == len(balanced.moves)
@@ -173,6 +175,9 @@ def test_move_and_every_rebalance_strategy_under_an_aggregation(tmp_path: Path) 
                         assert max(busy.values()) == 1, (number, busy)
                 counts = Counter(primaries(status(address), query).values())
                 assert max(counts.values()) - min(counts.values(), default=0) <= 1 and len(counts) == 3, counts
+            # The targets' nodes reported the copies their executors opened ahead, and the controller steered on it
+            # (within its bounded wait: a busy machine may let some moves go without).
+            assert any("opened its copy ahead of the move" in line for line in steered_logs), steered_logs
 
             # Drain an executor under the aggregation: it keeps no role, and every partition still loads warm.
             drained_node = sorted(executors_by_node(address))[0]

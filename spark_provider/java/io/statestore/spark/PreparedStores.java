@@ -19,27 +19,33 @@ import org.slf4j.LoggerFactory;
  *
  * <p>One daemon thread per executor JVM asks the node every {@value #POLL_MS} ms which partitions the
  * controller's running operation moves here (local channel {@code INCOMING}), opens a copy of each the node holds
- * (a {@code MATERIALIZE} into a directory of its own), opens it anew when the node's replica got more than
- * {@value #MAX_BEHIND} versions ahead of it, and closes and deletes those no longer moving here (the move was
- * served elsewhere, failed, or its task loaded it). A copy is used at most once, by the first load of its
- * partition here ({@link #take}).
+ * (a {@code MATERIALIZE} into a directory of its own), keeps it at the node's replica's version by applying the
+ * increments the checkpoint location holds (the same increments the load would apply, off the moved task's path;
+ * each checked to continue the copy's lineage), opens it anew when that fails or the replica got more than
+ * {@value #MAX_BEHIND} versions ahead, and closes and deletes those no longer moving here (the move was served
+ * elsewhere, failed, or its task loaded it). A copy is used at most once, by the first load of its partition here
+ * ({@link #take}). Without the catch-up, a copy opened when its move was announced was two versions behind by the
+ * move's batch (the controller steers once the copy is open, and Spark runs the next batch it plans).
  */
 final class PreparedStores {
   private static final Logger LOG = LoggerFactory.getLogger(PreparedStores.class);
   static final long POLL_MS = 200;
-  /** A copy this many versions behind its node's replica is still caught up at load, not opened anew. */
-  static final long MAX_BEHIND = 3;
+  /** A copy this many versions behind its node's replica is caught up from the checkpoint location, not opened
+   * anew. */
+  static final long MAX_BEHIND = 10;
   private static final Map<String, LocalStore> OPENED = new HashMap<>();
   /** Partitions whose copy a load took, while the node still lists them (until the controller hears of the
    * promotion): not opened again. Guarded by OPENED. */
   private static final Set<String> TAKEN = new HashSet<>();
   private static Thread poller;
+  private static org.apache.hadoop.conf.Configuration hadoopConf;
 
   private PreparedStores() {}
 
   /** Starts polling the node (once per JVM; nothing when the setting is off or there is no node). */
-  static synchronized void start(ProviderSettings settings) {
+  static synchronized void start(ProviderSettings settings, org.apache.hadoop.conf.Configuration conf) {
     if (poller != null || !settings.openAhead) return;
+    hadoopConf = conf;
     LocalChannel channel;
     try {
       channel = LocalChannel.of(settings);
@@ -56,11 +62,17 @@ final class PreparedStores {
   /** The copy opened ahead for the partition, now the caller's (null if none): used once. */
   static LocalStore take(String storeId, org.apache.hadoop.fs.Path checkpointDir) {
     String key = key(storeId, normalized(checkpointDir));
+    LocalStore store;
     synchronized (OPENED) {
-      LocalStore store = OPENED.remove(key);
+      store = OPENED.remove(key);
       if (store != null) TAKEN.add(key);
-      return store;
     }
+    if (store != null) {
+      synchronized (store) { // a catch-up under way ends first (one or two increments)
+        return store;
+      }
+    }
+    return null;
   }
 
   /** How many copies are open, waiting for their partition's task (tests and logs). */
@@ -124,7 +136,9 @@ final class PreparedStores {
         if (TAKEN.contains(key)) continue;
         have = OPENED.get(key);
       }
-      if (have != null && have.version() + MAX_BEHIND >= e.version()) continue;
+      if (have != null && have.version() + MAX_BEHIND >= e.version()) {
+        if (have.version() >= e.version() || catchUp(have, key, e)) continue;
+      }
       LocalStore fresh = open(channel, settings, e);
       if (fresh == null) continue;
       LocalStore replaced;
@@ -159,6 +173,39 @@ final class PreparedStores {
     LOG.info("statestore: {} opened ahead of its move here, at version {}, in {} ms", e.storeId(), store.version(),
         (System.nanoTime() - start) / 1_000_000);
     return store;
+  }
+
+  /**
+   * Brings the copy to the node's replica's version with the checkpoint location's increments, while it is still
+   * waiting for its partition's load. False when it must be opened anew (an increment does not continue its
+   * lineage: the history was rewritten); an increment not in the checkpoint location yet is tried again at the
+   * next poll.
+   */
+  private static boolean catchUp(LocalStore store, String key, ChannelFrames.Incoming e) {
+    synchronized (store) {
+      synchronized (OPENED) {
+        if (OPENED.get(key) != store) return true; // its load took it meanwhile
+      }
+      long from = store.version();
+      try {
+        CheckpointDir checkpoint = new CheckpointDir(new org.apache.hadoop.fs.Path(e.checkpointDir()),
+            hadoopConf != null ? hadoopConf : new org.apache.hadoop.conf.Configuration());
+        for (long v = from + 1; v <= e.version(); v++) {
+          store.apply(checkpoint.readIncrement(v), checkpoint.incrementPath(v).toString());
+        }
+        LOG.debug("statestore: copy of {} opened ahead of its move caught up from version {} to {}", e.storeId(),
+            from, store.version());
+        return true;
+      } catch (LocalStore.LineageMismatchException ex) {
+        LOG.info("statestore: copy of {} opened ahead of its move cannot be caught up ({}); opened anew",
+            e.storeId(), ex.getMessage());
+        return false;
+      } catch (java.io.IOException | org.rocksdb.RocksDBException | RuntimeException ex) {
+        LOG.debug("statestore: copy of {} opened ahead stays at version {} until the next poll ({})", e.storeId(),
+            store.version(), ex.toString());
+        return true;
+      }
+    }
   }
 
   private static void discard(LocalStore store, String why) {

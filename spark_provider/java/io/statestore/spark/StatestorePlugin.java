@@ -58,7 +58,8 @@ public final class StatestorePlugin implements SparkPlugin {
 
   private static void openAhead(PluginContext context) {
     try {
-      PreparedStores.start(ProviderSettings.from(context.conf()));
+      PreparedStores.start(ProviderSettings.from(context.conf()),
+          org.apache.spark.deploy.SparkHadoopUtil.get().newConfiguration(context.conf()));
     } catch (RuntimeException e) {
       LOG.info("statestore: executor {} opens no copies ahead of moves ({})", context.executorID(), e.toString());
     }
