@@ -118,6 +118,7 @@ class Run:
     provider: str
     keys: int
     migrations: dict[str, Migration] = field(default_factory=dict)
+    settle_ms: list[int] = field(default_factory=list)  # the settling micro-batches: no migration touches them
     digests: dict[int, list] = field(default_factory=dict)
     state_bytes_per_partition: float = 0.0
     increment_bytes_mean: float = 0.0
@@ -319,7 +320,7 @@ def run_one(provider: str, keys: int, work: Path) -> Run:
         feeder = KeyedFeeder(query, root, keys, UPDATE_ROWS, provider)
         feeder.load(keys, LOAD_KEYS_PER_BATCH)
         for _ in range(SETTLE_BATCHES):
-            feeder.update()
+            run.settle_ms.append(duration(feeder.update()))
         log(f"{provider}: {SETTLE_BATCHES} micro-batches to settle after the load")
         moved: set[int] = set()
         for strategy in STRATEGIES:
@@ -369,6 +370,22 @@ def run_one(provider: str, keys: int, work: Path) -> Run:
 # ----------------------------------------------------------------------------- report
 
 
+def untouched_windows(series: list[int], window: int) -> dict[str, Any]:
+    """The target's statistic where no migration ran (the noise it is measured against): over every `window`
+    consecutive micro-batches of `series` after its first third (the JVMs still compile then), the longest over
+    the median of the `STEADY_BATCHES` before them; their median, and the share of windows above the target."""
+    ratios = []
+    for start in range(max(len(series) // 3, STEADY_BATCHES), len(series) - window + 1):
+        baseline = statistics.median(series[start - STEADY_BATCHES : start])
+        ratios.append(max(series[start : start + window]) / baseline)
+    if not ratios:
+        return {"window": window, "windows": 0}
+    above = sum(r > TARGETS["batched_max_over_steady"] for r in ratios) / len(ratios)
+    return {"window": window, "windows": len(ratios), "median_max_over_steady": round(statistics.median(ratios), 3),
+            "share_above_target": round(above, 2)}  # fmt: skip
+
+
+
 def report(ours: Run, spark: Run, quick: bool) -> dict[str, Any]:
     common = sorted(set(ours.digests) & set(spark.digests))
     matches = bool(common) and all(ours.digests[b] == spark.digests[b] for b in common)
@@ -413,6 +430,11 @@ def report(ours: Run, spark: Run, quick: bool) -> dict[str, Any]:
         out["verdict"]["bytes_per_move_over_increment"] is not None
         and out["verdict"]["bytes_per_move_over_increment"] <= TARGETS["bytes_per_move_over_increment"]
     )
+    # The same statistic over micro-batches no migration touched, as long as the batched migration: what this
+    # machine's noise alone gives.
+    window = max(1, len(out["strategies"]["batched"]["ours_batches_ms"]["during"]))
+    out["untouched"] = {"ours": untouched_windows(ours.settle_ms, window),
+                        "spark": untouched_windows(spark.settle_ms, window)}  # fmt: skip
     out["targets"] = TARGETS
     out["workload"] = {
         "master": f"local-cluster[{EXECUTORS},1,1024]", "partitions": PARTITIONS, "keys": ours.keys,
@@ -435,6 +457,11 @@ def print_table(result: dict[str, Any]) -> None:
                      f"{s['increment_bytes_mean']}", f"{s['state_bytes_per_partition']}"))  # fmt: skip
     print_table_rows(header, rows)
     print(json.dumps(result["verdict"]))
+    for provider, noise in result.get("untouched", {}).items():
+        if noise.get("windows"):
+            print(f"{provider}, untouched micro-batches: the longest of {noise['window']} over the median of the "
+                  f"{STEADY_BATCHES} before is {noise['median_max_over_steady']} in the median window, above "
+                  f"{TARGETS['batched_max_over_steady']} in {noise['share_above_target']:.0%} of {noise['windows']}")
 
 
 def write_png(result: dict[str, Any], path: Path) -> None:
