@@ -78,9 +78,6 @@ MAX_STEP_BATCHES = 60
 PARTITIONS = 8
 MOVED_TO_NEW = 2  # partitions the added executor takes (8 over 3 executors: 3, 3, 2)
 PROVIDERS = ("ours", "spark")
-# Diagnostics only (ELASTIC_BENCH_NEIGHBOUR_RUNS): how often the neighbour job runs before the step is measured; more
-# runs leave the added JVM warmer, which separates what a new JVM costs on shared cores from what the step costs.
-NEIGHBOUR_RUNS = int(os.environ.get("ELASTIC_BENCH_NEIGHBOUR_RUNS", "1"))
 STEPS = ("scale_out", "scale_in")
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 TARGETS = {"max_over_steady": 1.2, "checkpoint_loads": 0}
@@ -393,8 +390,7 @@ def run_one(provider: str, keys: int, work: Path) -> Run:
         steady(feeder, out.before_ms)
         log(f"{provider}: steady median {out.steady:.0f} ms on {sorted(executor_ids(spark))}; scaling out")
         out.executor = add_executor(spark, run)
-        for _ in range(NEIGHBOUR_RUNS):
-            run_neighbour_job(spark, root)
+        run_neighbour_job(spark, root)
         run.marks["executor added"] = len(run.series)
         if ours:
             scale_out_ours(spark, feeder, out)
