@@ -29,8 +29,8 @@ final class MoveWarmUp {
   private static final String CF = LocalStore.DEFAULT_CF;
   private static final StructType SCHEMA = new StructType().add("n", DataTypes.LongType);
   /** Calls on the usual path first: the profiles exist once the methods are warm enough to be profiled. */
-  private static final int FIRST_CALLS = 1000;
-  private static final int ROUNDS = 4;
+  private static final int FIRST_CALLS = 4000;
+  private static final int ROUNDS = 6;
   private static final int CALLS_PER_PHASE = 400;
 
   private MoveWarmUp() {}
@@ -93,13 +93,17 @@ final class MoveWarmUp {
     pending.start();
     StatestoreStore store = new StatestoreStore(provider, local, base + 1, new PartialMerge(pending, local));
     for (int i = 0; i < 2 * CALLS_PER_PHASE; i++) {
-      if (i == CALLS_PER_PHASE) overlayUsed.countDown();
+      if (i == CALLS_PER_PHASE) {
+        // Both sides of the pending check, whatever the machine's speed: the increment is applied before the
+        // second half, which merges the overlay at its first call and then goes on directly.
+        overlayUsed.countDown();
+        pending.awaitApplied();
+      }
       UnsafeRow key = row(i); // not touched by the increment: read from the store while it is pending
       UnsafeRow before = store.get(key, CF);
       store.put(key, row(before == null ? round : before.getLong(0) + 1), CF);
       store.put(row(1_000_000 + i), row(i), CF);
     }
-    overlayUsed.countDown();
     if (!store.settlePartial() || !local.rollback()) {
       throw new IllegalStateException("the warm-up's overlaid batch did not settle");
     }
