@@ -108,6 +108,16 @@ def done_after(address: str, kind: str, after: int, accept: Callable[[Any], bool
     )
 
 
+def while_running(query: RecordedQuery, condition: Callable[[], Any]) -> Callable[[], Any]:
+    """`condition`, failing at once when the query failed or died meanwhile (not after the wait's timeout)."""
+
+    def check() -> Any:
+        query.raise_if_failed()
+        return condition()
+
+    return check
+
+
 def neighbour_job(spark: Any) -> threading.Thread:
     """Another job of the application whose tasks wait for slots long enough for dynamic allocation to add an
     executor (a batch report, a backfill): started on a thread of its own."""
@@ -165,7 +175,9 @@ def test_skew_scale_out_and_scale_in_under_one_query_move_no_state_through_the_c
                 assert crowd.state == "done", crowd
                 assert set(primaries(status(address), query).values()) == {crowded}
                 spread = wait_for(
-                    lambda: done_after(address, "balance", crowd.operation_id), 240, "the policy to spread the skew"
+                    while_running(query, lambda: done_after(address, "balance", crowd.operation_id)),
+                    240,
+                    "the policy to spread the skew",
                 )
                 assert_moves_loaded_from_replicas(spread)
                 assert spread.moves and all(m.source_node == crowded for m in spread.moves), spread
@@ -186,8 +198,14 @@ def test_skew_scale_out_and_scale_in_under_one_query_move_no_state_through_the_c
             (new_node,) = joined
             with feeding([query]):
                 scaled_out = wait_for(
-                    lambda: done_after(
-                        address, "balance", spread.operation_id, lambda o: new_node in {m.target_node for m in o.moves}
+                    while_running(
+                        query,
+                        lambda: done_after(
+                            address,
+                            "balance",
+                            spread.operation_id,
+                            lambda o: new_node in {m.target_node for m in o.moves},
+                        ),
                     ),
                     240,
                     "the policy to hand primaries to the new executor",
@@ -205,7 +223,9 @@ def test_skew_scale_out_and_scale_in_under_one_query_move_no_state_through_the_c
                 latest = max(o.operation_id for o in operations(address))
                 decommission(spark, victim_executor)
                 drained = wait_for(
-                    lambda: done_after(address, "decommission", latest), 120, "the decommissioned executor's drain"
+                    while_running(query, lambda: done_after(address, "decommission", latest)),
+                    120,
+                    "the decommissioned executor's drain",
                 )
                 wait_for(lambda: victim_executor not in executor_ids(spark), 60, "Spark to remove the executor")
                 watch = running_controllers()[-1].watch

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +35,18 @@ def reporting(store_ids: list[str]) -> list[str]:
 QueryBuilder = Callable[[Any, dict[str, Any]], Any]
 
 
+def short_failure(batch_id: int, exc: Exception) -> RuntimeError:
+    """A failed foreachBatch's error, printed whole to stderr and returned short for Spark.
+
+    Spark's stream thread matches a foreachBatch error's message against a regular expression that recurses once
+    per character (`StreamExecution.PROXY_ERROR`, to tell an interruption): a Py4JJavaError carrying a Java stack
+    trace overflows the thread's stack there, and the query dies with no exception to report. A short message
+    keeps the failure the query's own."""
+    print(f"micro-batch {batch_id}'s foreachBatch failed: {exc}", file=sys.stderr, flush=True)
+    first = next((line for line in str(exc).splitlines() if "Exception" in line or "Error" in line), str(exc))
+    return RuntimeError(f"micro-batch {batch_id}'s collect failed: {first[:500]}")
+
+
 @dataclass
 class RecordedQuery:
     """A streaming query over one JSON file source per name, fed one file per micro-batch, whose every batch's
@@ -50,6 +63,7 @@ class RecordedQuery:
     fed: int = 0
     query: Any = None
     fail_batch: Callable[[int], None] | None = None
+    stopped: bool = False  # by the test, or on its own (available-now)
 
     @property
     def checkpoint(self) -> Path:
@@ -85,7 +99,10 @@ class RecordedQuery:
             self.input_dir(name).mkdir(parents=True, exist_ok=True)
 
         def record(batch: Any, batch_id: int) -> None:
-            rows = sorted((tuple(r) for r in batch.collect()), key=repr)
+            try:
+                rows = sorted((tuple(r) for r in batch.collect()), key=repr)
+            except Exception as exc:
+                raise short_failure(batch_id, exc) from None
             if self.fail_batch is not None:
                 self.fail_batch(batch_id)
             self.outputs[batch_id] = rows
@@ -97,6 +114,7 @@ class RecordedQuery:
             .option("checkpointLocation", str(self.checkpoint))
         )
         writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="0 seconds")
+        self.stopped = available_now
         self.query = writer.start()
 
     def processed(self) -> int:
@@ -109,8 +127,13 @@ class RecordedQuery:
         wait_until(lambda: self.processed() >= self.fed, timeout, f"{self.fed} micro-batches processed", 0.2)
 
     def raise_if_failed(self) -> None:
-        if self.query is not None and self.query.exception() is not None:
+        """Fail the test if the query failed, or stopped without a stop of the test's."""
+        if self.query is None:
+            return
+        if self.query.exception() is not None:
             raise AssertionError(f"the streaming query failed: {self.query.exception()}")
+        if not self.query.isActive and not self.stopped:
+            raise AssertionError("the streaming query stopped without an exception (its stream thread died)")
 
     def progress_of(self, batch_id: int) -> dict[str, Any]:
         """The progress Spark reported for micro-batch `batch_id` (the last one reported for it)."""
@@ -123,6 +146,7 @@ class RecordedQuery:
         return max(p["batchId"] for p in self.query.recentProgress if p["numInputRows"] > 0)
 
     def stop(self) -> None:
+        self.stopped = True
         if self.query is not None:
             self.query.stop()
 
