@@ -418,6 +418,27 @@ def run_statestore_status(address: str) -> str:
     return result.stdout
 
 
+_BOILERPLATE = ("NativeCodeLoader", "SPARK_LOCAL_IP", "resolves to a loopback address", "SIGPWR")
+
+
+def executor_errors(spark: Any, most: int = 30) -> list[str]:
+    """Per executor, the last `most` lines it logged at WARN or ERROR or that name an exception, in order
+    (local-cluster executors log into pyspark's work directory)."""
+    import pyspark
+
+    work = Path(pyspark.__file__).parent / "work" / spark.sparkContext.applicationId
+    lines = []
+    for log in sorted(work.glob("*/stderr")):
+        found = [
+            f"executor {log.parent.name}: {line[:400]}"
+            for line in log.read_text(errors="replace").splitlines()
+            if any(mark in line for mark in (" WARN ", " ERROR ", "Exception", "Caused by"))
+            and not any(noise in line for noise in _BOILERPLATE)
+        ]
+        lines.extend(found[-most:])
+    return lines
+
+
 @contextlib.contextmanager
 def replica_cluster(
     root: Path, q: int, app: str, spark_conf: dict[str, str] | None = None, **settings: object
@@ -426,6 +447,11 @@ def replica_cluster(
     spark = start_spark(root, app, spark_conf=spark_conf, replication_factor=q, **settings)
     try:
         yield spark
+    except BaseException:  # the test's report shows the executors' side (a later test may clear their logs)
+        with contextlib.suppress(Exception):
+            errors = executor_errors(spark)
+            print("\n".join(["the executors' last warnings and errors:", *errors]), file=sys.stderr)
+        raise
     finally:
         spark.stop()
         left = stop_leftover_sidecars(root)
