@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,9 @@ def make_spark(master: str = "local[2]", app: str = "statestore-tests", **settin
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.memory", "1g")
     )
+    # A local dir of its own: the process's first session left its confs behind as the gateway JVM's system
+    # properties, its local dir too, and a session sharing that dir would delete the earlier executors' dirs.
+    settings.setdefault("local_dir", tempfile.mkdtemp(prefix="statestore-local-"))
     session = spark_provider.enable(builder, **settings).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
