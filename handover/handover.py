@@ -42,7 +42,6 @@ from handover.failover import LocateFunction, Steer, SteerFunction
 from placement import ReplicaGroup
 from statestore.controller.membership import Membership, NodeRecord, PartitionRecord
 from statestore.node.logs import log_event
-from statestore.partition_key import task_partition_key
 
 _log = logging.getLogger("statestore.controller.handover")
 
@@ -409,7 +408,7 @@ class HandOverProtocol:
             raise _Failed(f"source node {move.source} is dead: failover takes over")
 
     def _stores(self, task: str) -> list[PartitionRecord]:
-        return [p for p in self._membership.partitions() if task_partition_key(p.store) == task]
+        return self._membership.stores_of_task(task)
 
     def _record(self, move: HandOver, step: Step, detail: str, level: int = logging.INFO) -> None:
         now = self._clock()

@@ -8,6 +8,7 @@ everything they keep per partition by both.
 
 from __future__ import annotations
 
+import functools
 import re
 from urllib.parse import unquote, urlparse
 
@@ -48,16 +49,22 @@ def task_partition_key(store: common_pb2.StoreRef) -> str:
     and partition, without the store name. The stores of one task partition (a stream-stream join's four) are
     loaded by one task, so they share one replica group and fail over together. A store id that does not follow
     Spark's `<operatorId>/<partitionId>/<storeName>` is a task partition of its own."""
-    match = _SPARK_STORE_ID.match(store.store_id)
-    if match is None:
-        return partition_key(store)
-    return f"{match.group('operator')}/{match.group('partition')}@{query_root(store.checkpoint_dir)}"
+    return _task_key(store.store_id, store.checkpoint_dir)
 
 
 def task_partition_key_of(key: str) -> str:
     """`task_partition_key` of the store partition whose `partition_key` is `key`."""
     store_id, _, checkpoint_dir = key.partition("@")
-    return task_partition_key(common_pb2.StoreRef(store_id=store_id, checkpoint_dir=checkpoint_dir))
+    return _task_key(store_id, checkpoint_dir)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _task_key(store_id: str, checkpoint_dir: str) -> str:
+    # Cached: the controller asks it of every partition a heartbeat or a re-plan touches (two regular expressions).
+    match = _SPARK_STORE_ID.match(store_id)
+    if match is None:
+        return f"{store_id}@{checkpoint_dir}"
+    return f"{match.group('operator')}/{match.group('partition')}@{query_root(checkpoint_dir)}"
 
 
 # Longest store id and checkpoint location accepted from a peer or a local client (Spark's are far shorter).

@@ -57,7 +57,7 @@ def test_lag_bytes_fall_back_to_the_checkpoint_locations_file_sizes(tmp_path: Pa
     for ref in (readable, unreadable, bare):
         for v, blob in enumerate(data, start=1):
             log.add(partition_key(ref), v, blob)
-    shipper = Shipper(NodeSettings(listen="127.0.0.1:0", data_dir=tmp_path / "node"), log, lambda: None)
+    shipper = Shipper(NodeSettings(listen="127.0.0.1:0", data_dir=tmp_path / "node"), log, lambda _wait: None)
     assert log.sizes_between(partition_key(readable), 2, 12, limit=100)[2] == 6  # versions 3..8 not indexed
     assert shipper.lag_bytes(readable, 2, 12) == sum(map(len, data[2:]))  # exact
     assert shipper.lag_bytes(readable, 12, 12) == 0

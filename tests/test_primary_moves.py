@@ -344,7 +344,7 @@ def test_a_demotion_that_crossed_a_newer_commit_is_ignored_and_late_old_commits_
     try:
         data = [primary.commit(i) for i in range(4)]
         shipper = Shipper(
-            NodeSettings(listen="127.0.0.1:0", data_dir=tmp_path / "node"), IncrementLog(1 << 20), lambda: None
+            NodeSettings(listen="127.0.0.1:0", data_dir=tmp_path / "node"), IncrementLog(1 << 20), lambda _wait: None
         )
         ref = primary.ref
         shipper.ship(ref, data[0])

@@ -143,7 +143,7 @@ class Operations:
         for task, node in sorted(running_primaries.items()):
             if node != record.node_id:
                 continue
-            stores = [p for p in self._membership.partitions() if task_partition_key(p.store) == task]
+            stores = self._membership.stores_of_task(task)
             holder = freshest_holder(self._membership, task, stores, exclude=left | self._groups.draining())
             if holder is None:
                 notes.append(
@@ -261,7 +261,7 @@ class Operations:
         tasks = {task for m in running for task in m.incoming(node_id)}
         if not tasks:
             return []
-        return [p.store for p in self._membership.partitions() if task_partition_key(p.store) in tasks]
+        return [p.store for task in sorted(tasks) for p in self._membership.stores_of_task(task)]
 
     def stop(self) -> None:
         """Stop the running operation's thread (the controller is stopping)."""

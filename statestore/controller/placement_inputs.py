@@ -9,9 +9,11 @@ Equal capacities make the convex load cost (k-th role costs k / capacity) spread
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
-from placement import Node, PartitionDemand, Topology
+from placement import Node, PartitionDemand, ReplicaGroup, Topology
 from statestore.controller.membership import NodeRecord, PartitionRecord
 
 # Used until a partition's replicas have reported lag (bytes per version behind) to estimate from.
@@ -57,3 +59,29 @@ def demand_of(partition: PartitionRecord, state_bytes: int = 0) -> PartitionDema
         ]
         increment = max(1, int(max(samples))) if samples else DEFAULT_INCREMENT_BYTES
     return PartitionDemand(partition.key, state_bytes if state_bytes > 0 else DEFAULT_STATE_BYTES, increment)
+
+
+def repair_topology(
+    nodes: Sequence[NodeRecord],
+    copies: int,
+    pins: Mapping[str, str],
+    partitions: int,
+    kept: Iterable[ReplicaGroup],
+    touched: Sequence[PartitionDemand],
+) -> Topology:
+    """The topology a repair re-places the `touched` groups on (statestore.controller.replica_groups): each live
+    node with the room the capacity rule leaves it beside the `kept` groups' roles, those roles counted as its load
+    (so a node already holding many is dearer), and room at least for the touched primaries pinned to it."""
+    full = build_topology(nodes, copies, pins, partitions)
+    used = Counter(node for group in kept for node in group.nodes)
+    pinned = Counter(pins[d.id] for d in touched if d.id in pins)
+    return Topology(
+        tuple(
+            replace(
+                node,
+                capacity=max((node.capacity or 0) - used[node.id], pinned[node.id]),
+                load=min(used[node.id] / max(node.capacity or 0, 1), 1.0),
+            )
+            for node in full.nodes
+        )
+    )

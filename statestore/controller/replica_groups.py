@@ -3,11 +3,15 @@
 Placement works on Spark's task partitions: the stores one task loads (a stream-stream join's four per
 partition) share one replica group, so that a failover finds all of them on the same node. Spark decides where
 a partition's task runs, so each primary is pinned where its node reports it and placement chooses only the
-replicas. The plan is cached and recomputed only when its inputs change:
-the live nodes (or their racks), the replication factor, or a partition appearing or changing primary.
-Each re-plan passes the plan in force as `current`, so only what must move moves (a dead node's roles),
-and anything else only if it pays for its migration. `ReplicaGroups.choose_replica_group` is the one
-function the controller calls.
+replicas. `ReplicaGroups.choose_replica_group` is the one function the controller calls.
+
+The plan follows changes, not heartbeats. It is recomputed only when its inputs change: the live nodes (or their
+racks), the replication factor, or a partition appearing, going or changing primary (`Membership.changes` says
+in O(1) whether any did). Then, when no node joined, only the groups the change touches are re-placed (a
+*repair*: the groups of new partitions, of partitions whose primary moved, and those with a role on a node lost
+or drained), by the same Hungarian solver on a problem of those groups alone, the other groups' roles counted as
+load on their nodes; a node that joins, or a repair that finds no room, re-plans every group, passing the plan
+in force as `current`, so that only what must move moves and anything else only if it pays for its migration.
 
 Re-replication waits: for `rereplication_delay` seconds after a node is lost, the plan in force stands
 with the dead node's roles left empty (the failed-over partitions run on their promoted replicas, each
@@ -25,11 +29,13 @@ before the new ones are caught up: make before break); `drain` keeps a node out 
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from placement import (
     CostBreakdown,
@@ -40,8 +46,11 @@ from placement import (
     ReplicaGroup,
     plan_replica_groups,
 )
-from statestore.controller.membership import Membership, PartitionRecord
-from statestore.controller.placement_inputs import build_topology, demand_of
+from placement.bounds import lower_bound
+from placement.build import build_problem
+from placement.costs import CostModel
+from statestore.controller.membership import Membership, NodeRecord, PartitionRecord
+from statestore.controller.placement_inputs import build_topology, demand_of, repair_topology
 from statestore.node.logs import log_event
 from statestore.partition_key import task_partition_key, task_partition_key_of
 
@@ -54,14 +63,37 @@ class PlanInForce:
 
     key: tuple
     placement: Placement | None  # keyed by task partition (statestore.partition_key.task_partition_key)
-    cost: CostBreakdown
-    lower_bound: float
-    replicas: int  # replicas per partition actually placed (fewer than q with too few live nodes)
-    note: str
+    pricing: Callable[[], tuple[CostBreakdown, float]] = field(compare=False, repr=False)  # (cost, lower bound)
+    replicas: int = 0  # replicas per partition actually placed (fewer than q with too few live nodes)
+    note: str = ""
     lost: frozenset[str] = frozenset()  # nodes whose roles stay empty while re-replication waits
+    nodes: frozenset[str] = frozenset()  # the live nodes it was planned on
+    repaired: int = 0  # groups the last repair re-placed (0: a whole re-plan, or none)
+
+    @cached_property
+    def _priced(self) -> tuple[CostBreakdown, float]:
+        return self.pricing()
+
+    @property
+    def cost(self) -> CostBreakdown:
+        """What the placement costs (priced when first asked: a repair does not price every group)."""
+        return self._priced[0]
+
+    @property
+    def lower_bound(self) -> float:
+        """A cost no placement of the same problem can beat."""
+        return self._priced[1]
 
 
-_EMPTY = PlanInForce((), None, CostBreakdown(0.0, 0.0, 0.0), 0.0, 0, "")
+def _unpriced() -> tuple[CostBreakdown, float]:
+    return CostBreakdown(0.0, 0.0, 0.0), 0.0
+
+
+def _priced(cost: CostBreakdown, bound: float) -> Callable[[], tuple[CostBreakdown, float]]:
+    return lambda: (cost, bound)
+
+
+_EMPTY = PlanInForce((), None, _unpriced)
 
 
 class ReplicaGroups:
@@ -71,18 +103,25 @@ class ReplicaGroups:
         self._membership = membership
         self._q = max(q, 0)
         self._delay = max(rereplication_delay, 0.0)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the plan's state below
+        self._planning = threading.Lock()  # one re-plan at a time; heartbeats never wait for one
         self._plan = _EMPTY
         self._held: PlanInForce | None = None  # the plan in force less its dead nodes, while re-replication waits
         self._loss_seen_at: float | None = None
         self._holds: dict[str, tuple[str, ...]] = {}  # task partition -> nodes in force while its move runs
         self._draining: set[str] = set()
-        self.replans = 0
+        self._checked: tuple = ()  # (membership changes, draining) the answer in force was last checked at
+        self._answer: PlanInForce = _EMPTY  # the plan in force, or its held form while re-replication waits
+        self.replans = 0  # plans computed, repairs included
+        self.repairs = 0  # of which only the groups a change touched were re-placed
+        # Bumped whenever an answer of choose_replica_group or has_role may change (a new plan, a hold, a release,
+        # an adoption): a caller that remembers what it last sent can skip the work while it stands still.
+        self.generation = 0
 
-    def choose_replica_group(self, partition: str, primary: str) -> list[str]:
+    def choose_replica_group(self, partition: str, primary: str, plan: PlanInForce | None = None) -> list[str]:
         """The replica nodes of `partition` (a partition key), whose primary is on `primary` (at most q, all
-        distinct)."""
-        plan = self.current()
+        distinct); `plan`: the plan in force to answer from (`current()`), when the caller asks of many."""
+        plan = plan or self.current()
         task = task_partition_key_of(partition)
         held = self._holds.get(task)
         if held is not None:
@@ -92,10 +131,10 @@ class ReplicaGroups:
         group = plan.placement[task]
         return [node for node in group.nodes if node != primary and node not in plan.lost][: plan.replicas]
 
-    def has_role(self, partition: str, node: str) -> bool | None:
+    def has_role(self, partition: str, node: str, plan: PlanInForce | None = None) -> bool | None:
         """Whether the plan in force gives `node` a role (primary or replica) in `partition`'s group; None
         when the plan does not place `partition` (no plan yet, or no live node)."""
-        plan = self.current()
+        plan = plan or self.current()
         task = task_partition_key_of(partition)
         held = self._holds.get(task)
         if held is not None:
@@ -108,11 +147,13 @@ class ReplicaGroups:
         """Fix task partition `task`'s group to `nodes` (primary or not) until `release(task)`."""
         with self._lock:
             self._holds[task] = tuple(nodes)
+            self.generation += 1
 
     def release(self, task: str) -> None:
         """End `hold(task)`: the plan in force places the partition again."""
         with self._lock:
-            self._holds.pop(task, None)
+            if self._holds.pop(task, None) is not None:
+                self.generation += 1
 
     def held(self, task: str) -> tuple[str, ...] | None:
         """The nodes `task` is held to, if it is."""
@@ -138,6 +179,11 @@ class ReplicaGroups:
                 if task in merged and len(group.replicas) == self._plan.placement.replicas:
                     merged[task] = group
             self._plan = replace(self._plan, placement=Placement(merged))
+            if self._answer.key == self._plan.key and not self._answer.lost:
+                self._answer = self._plan
+            elif self._held is not None:
+                self._held = self._answer = replace(self._held, placement=self._plan.placement)
+            self.generation += 1
 
     def demands(self) -> dict[str, PartitionDemand]:
         """Each task partition's demand (its stores' state and increment bytes summed), by task partition."""
@@ -174,8 +220,39 @@ class ReplicaGroups:
             placed = self._fallback(live, demands, q, current, pins)
         return placed.placement, running
 
-    def current(self) -> PlanInForce:
-        """The plan for the membership as it is now, re-planned first if its inputs changed."""
+    def current(self, wait: bool = True) -> PlanInForce:
+        """The plan for the membership as it is now, re-planned first if its inputs changed. O(nodes) when
+        nothing changed. `wait=False` (a heartbeat): while another thread re-plans, the plan in force answers."""
+        checked = self._stamp()
+        if checked == self._checked and not self._rereplication_due():
+            return self._answer
+        if not self._planning.acquire(blocking=wait):
+            return self._answer
+        try:
+            checked = self._stamp()
+            if checked == self._checked and not self._rereplication_due():
+                return self._answer
+            answer = self._current()
+            with self._lock:
+                if answer is not self._answer:
+                    self.generation += 1
+                self._answer = answer
+                self._checked = checked
+            return answer
+        finally:
+            self._planning.release()
+
+    def _stamp(self) -> tuple:
+        """What the answer in force depends on besides time: membership's changes and the nodes draining."""
+        self._membership.live_node_ids()  # brings liveness (and so `changes`) up to date
+        return (self._membership.changes, frozenset(self._draining), self._q)
+
+    def _rereplication_due(self) -> bool:
+        """Whether re-replication has waited long enough since a loss (the held plan must be re-planned)."""
+        return self._loss_seen_at is not None and self._membership.now() - self._loss_seen_at >= self._delay
+
+    def _current(self) -> PlanInForce:
+        """The plan for the membership as it is now (call with the planning lock held)."""
         live = [
             r for r in self._membership.nodes() if self._membership.is_alive(r) and r.node_id not in self._draining
         ]
@@ -197,8 +274,11 @@ class ReplicaGroups:
                 return self._without(lost, key)
             self._loss_seen_at = None
             self._held = None
-            self._plan = self._replan(key, live, partitions, tasks, pins)
-            return self._plan
+            plan = self._plan
+        plan = self._replan(plan, key, live, partitions, tasks, pins)
+        with self._lock:
+            self._plan = plan
+        return plan
 
     def _lost_since_plan(self, live_ids: set[str]) -> set[str]:
         """Nodes the plan in force places roles on that are no longer live (a draining node is not lost)."""
@@ -226,10 +306,18 @@ class ReplicaGroups:
         return self._held
 
     def _replan(
-        self, key: tuple, live: list, partitions: list, tasks: dict[str, str], pins: dict[str, str]
+        self,
+        previous: PlanInForce,
+        key: tuple,
+        live: list[NodeRecord],
+        partitions: list[PartitionRecord],
+        tasks: dict[str, str],
+        pins: dict[str, str],
     ) -> PlanInForce:
+        """A plan for `key`: the previous one repaired where that is enough, else placed anew around it."""
         if not live or not partitions:
-            return PlanInForce(key, None, _EMPTY.cost, 0.0, 0, "")
+            return PlanInForce(key, None, _unpriced)
+        live_ids = frozenset(r.node_id for r in live)
         q = min(self._q, len(live) - 1)
         note = ""
         if q < self._q:
@@ -238,8 +326,12 @@ class ReplicaGroups:
         demands = _task_demands(
             partitions, tasks, [demand_of(p, self._membership.state_bytes(p.key)) for p in partitions]
         )
-        previous = self._plan.placement
-        current = previous if previous is not None and previous.replicas == q else None
+        current = previous.placement if previous.placement is not None and previous.placement.replicas == q else None
+        if current is not None and live_ids <= previous.nodes:
+            try:
+                return self._repair(previous, current, key, live, live_ids, demands, q, pins, note)
+            except InfeasiblePlacement as exc:
+                log_event(_log, "repair_failed", error=str(exc), note="every group is placed anew")
         topology = build_topology(live, q + 1, pins, len(demands))
         try:
             plan = plan_replica_groups(topology, demands, q, current=current, pinned_primaries=pins)
@@ -250,7 +342,7 @@ class ReplicaGroups:
             except InfeasiblePlacement as again:
                 # Status and the nodes' assignments must keep working: the plan in force stays, and says why.
                 log_event(_log, "placement_kept", logging.ERROR, error=str(again))
-                return replace(self._plan, key=key, note=f"re-planning failed, the previous plan stays: {again}")
+                return replace(previous, key=key, note=f"re-planning failed, the previous plan stays: {again}")
         self.replans += 1
         moved = sum(1 for m in plan.moves if m.target is not None and m.source is not None)
         log_event(
@@ -263,13 +355,68 @@ class ReplicaGroups:
             copy_moves=moved,
             cost=plan.cost.total,
         )
-        return PlanInForce(key, plan.placement, plan.cost, plan.lower_bound, q, note)
+        return PlanInForce(key, plan.placement, _priced(plan.cost, plan.lower_bound), q, note, nodes=live_ids)
+
+    def _repair(
+        self,
+        previous: PlanInForce,
+        current: Placement,
+        key: tuple,
+        live: list[NodeRecord],
+        live_ids: frozenset[str],
+        demands: list[PartitionDemand],
+        q: int,
+        pins: dict[str, str],
+        note: str,
+    ) -> PlanInForce:
+        """Re-place only the groups the change touched (module docstring); raises InfeasiblePlacement when the
+        nodes' room left does not fit them."""
+        kept: dict[str, ReplicaGroup] = {}
+        touched: list[PartitionDemand] = []
+        for demand in demands:
+            group = current.get(demand.id)
+            pin = pins.get(demand.id)
+            if group is None or not set(group.nodes) <= live_ids or (pin is not None and pin != group.primary):
+                touched.append(demand)
+            else:
+                kept[demand.id] = group
+        placed: dict[str, ReplicaGroup] = dict(kept)
+        if touched:
+            topology = repair_topology(live, q + 1, pins, len(demands), kept.values(), touched)
+            touched_pins = {d.id: pins[d.id] for d in touched if d.id in pins}
+            touched_current = Placement({d.id: current[d.id] for d in touched if d.id in current})
+            plan = plan_replica_groups(
+                topology, touched, q, current=touched_current, pinned_primaries=touched_pins
+            )
+            placed.update(plan.placement.items())
+            log_event(_log, "repaired", nodes=len(live), partitions=len(demands), replaced=len(touched), replicas=q)
+        self.replans += 1
+        self.repairs += 1
+        placement = Placement(placed)
+        pricing = functools.partial(_price, live, q, pins, demands, placement)
+        return PlanInForce(key, placement, pricing, q, note, nodes=live_ids, repaired=len(touched))
 
     @staticmethod
     def _fallback(live: list, demands: list, q: int, current: Placement | None, pins: dict[str, str]) -> PlacementPlan:
         """Capacities loosened to every partition on every node: feasible whenever q + 1 nodes are live."""
         topology = build_topology(live, len(demands) * len(live), pins, len(demands))
         return plan_replica_groups(topology, demands, q, current=current, pinned_primaries=pins)
+
+
+def _price(
+    live: list[NodeRecord], q: int, pins: dict[str, str], demands: list[PartitionDemand], placement: Placement
+) -> tuple[CostBreakdown, float]:
+    """What a repaired placement costs as it stands, and the bound no placement beats (for status); a placement
+    the capacity rule no longer fits is priced on loosened capacities."""
+    for copies in (q + 1, len(demands) * len(live)):
+        topology = build_topology(live, copies, pins, len(demands))
+        try:
+            problem = build_problem(topology, demands, q, CostModel(), placement, pins)
+        except InfeasiblePlacement:
+            continue
+        if (problem.start >= 0).all():
+            return problem.evaluate(problem.start), lower_bound(problem)
+    return _unpriced()
 
 
 def _task_pins(partitions: list[PartitionRecord], tasks: dict[str, str], live: set[str]) -> dict[str, str]:

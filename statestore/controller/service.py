@@ -11,8 +11,9 @@ from handover.failover import Failover
 from placement import InfeasiblePlacement
 from statestore.controller.membership import Membership, PartitionRecord
 from statestore.controller.operations import OperationError, Operations, PartitionMoveRequest
-from statestore.controller.replica_groups import ReplicaGroups
-from statestore.controller.status import build_status, replica_groups_of
+from statestore.controller.replica_groups import PlanInForce, ReplicaGroups
+from statestore.controller.sent_groups import SentGroups
+from statestore.controller.status import build_status
 from statestore.faults.points import FaultInjected, fault_point
 from statestore.node.logs import log_event
 from statestore.partition_key import normalized, partition_key
@@ -36,6 +37,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
         self.replica_groups = ReplicaGroups(membership, replication_factor, rereplication_delay)
         self.failover = Failover(membership)
         self.operations = Operations(membership, self.replica_groups)
+        self._sent_groups = SentGroups(membership, self.replica_groups)
         self._heartbeat_interval = heartbeat_interval
 
     def Register(
@@ -64,45 +66,40 @@ class ControlService(control_pb2_grpc.ControlServicer):
         except FaultInjected as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         self._membership.heartbeat(request)
-        groups = replica_groups_of(self._membership, self.replica_groups, request.node.node_id)
-        demoted = self._membership.demoted(request.node.node_id)
+        node_id = request.node.node_id
+        plan = self.replica_groups.current(wait=False)
+        groups, epoch = self._sent_groups.answer(node_id, request.groups_epoch, plan)
+        demoted = self._membership.demoted(node_id)
         for held in demoted:
             log_event(
                 _log,
                 "primary_demoted",
-                node=request.node.node_id,
+                node=node_id,
                 store=held.store.store_id,
                 checkpoint=held.store.checkpoint_dir,
                 version=held.version,
             )
-        retired = self._retired_replicas(request.node.node_id)
-        self._membership.forget_replicas(request.node.node_id, [partition_key(store) for store in retired])
+        retired = self._retired_replicas(node_id, plan)
+        self._membership.forget_replicas(node_id, [partition_key(store) for store in retired])
         for store in retired:
-            log_event(
-                _log,
-                "replica_retired",
-                node=request.node.node_id,
-                store=store.store_id,
-                checkpoint=store.checkpoint_dir,
-            )
-        incoming = self.operations.incoming(request.node.node_id)
+            log_event(_log, "replica_retired", node=node_id, store=store.store_id, checkpoint=store.checkpoint_dir)
+        incoming = self.operations.incoming(node_id)
         return control_pb2.HeartbeatReply(
-            groups=groups, demoted=demoted, retired_replicas=retired, incoming=incoming
+            groups=groups, demoted=demoted, retired_replicas=retired, incoming=incoming, groups_epoch=epoch
         )
 
-    def _retired_replicas(self, node_id: str) -> list[common_pb2.StoreRef]:
+    def _retired_replicas(self, node_id: str, plan: PlanInForce) -> list[common_pb2.StoreRef]:
         """The replicas `node_id` should delete (docs/node.md, membership): of a partition forgotten; of one
         it is the primary of itself; of one whose live primary no longer ships to it and whose group in the
         plan in force gives it no role. Kept otherwise: a partition this controller never saw (it restarted),
         or one whose primary is dead (its replicas are what failover wants)."""
-        known = {p.key: p for p in self._membership.partitions()}
         retired = []
         for key, store in self._membership.replicas_of(node_id).items():
-            partition = known.get(key)
+            partition = self._membership.partition(key)
             if partition is None:
                 retire = self._membership.is_forgotten(key)
             else:
-                placed_elsewhere = self.replica_groups.has_role(key, node_id) is False
+                placed_elsewhere = self.replica_groups.has_role(key, node_id, plan) is False
                 retire = self._membership.claims(node_id, key) or (
                     placed_elsewhere and self._shipping_stopped(partition, node_id)
                 )

@@ -11,24 +11,6 @@ from statestore.partition_key import query_root
 from statestore.rpc import control_pb2
 
 
-def replica_groups_of(
-    membership: Membership, chooser: ReplicaGroups, primary_node: str
-) -> list[control_pb2.ReplicaGroup]:
-    """The replica group of every partition whose primary is `primary_node`."""
-    groups = []
-    for partition in membership.partitions():
-        if partition.primary != primary_node:
-            continue
-        members = chooser.choose_replica_group(partition.key, primary_node)
-        refs = []
-        for node_id in members:
-            record = membership.node(node_id)
-            if record is not None:
-                refs.append(control_pb2.NodeRef(node_id=node_id, address=record.address))
-        groups.append(control_pb2.ReplicaGroup(store=partition.store, primary_node=primary_node, replicas=refs))
-    return groups
-
-
 def build_status(
     membership: Membership, chooser: ReplicaGroups, q: int, failover: Failover | None = None
 ) -> control_pb2.StatusReply:
@@ -86,7 +68,7 @@ def build_status(
             status.last_load.CopyFrom(report.last_load)
         if report.HasField("load"):
             status.load.CopyFrom(report.load)
-        for node_id in chooser.choose_replica_group(key, partition.primary):
+        for node_id in chooser.choose_replica_group(key, partition.primary, plan):
             record = by_id.get(node_id)
             held = record.replicas_held.get(key, 0) if record else 0
             progress = acked.get(node_id)

@@ -54,6 +54,8 @@ class Heartbeater:
         self._channel = auth.channel(settings.controller) if settings.controller else None
         self._stub = control_pb2_grpc.ControlStub(self._channel) if self._channel else None
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a heartbeat is wanted before the interval ends (request_beat)
+        self._groups_epoch = 0  # the groups_epoch of the last reply applied (statestore.controller.sent_groups)
         self._beat_lock = threading.Lock()
         self._failures = 0
         self._registered = False
@@ -100,6 +102,7 @@ class Heartbeater:
                         replicas_held=self._replicas_held(),
                         opened_ahead=self._opened_ahead_now(),
                         opens_ahead=time.monotonic() - self._incoming_asked_at < _OPENS_AHEAD_SILENCE_SECONDS,
+                        groups_epoch=self._groups_epoch,
                     ),
                     timeout=2.0,
                 )
@@ -125,6 +128,7 @@ class Heartbeater:
             if reply.retired_replicas:
                 self._on_retired(list(reply.retired_replicas))
             self._on_groups(list(reply.groups))
+            self._groups_epoch = reply.groups_epoch
             self._incoming = [normalized(store) for store in reply.incoming]
             keys = {partition_key(store) for store in self._incoming}
             with self._ahead_lock:
@@ -152,14 +156,22 @@ class Heartbeater:
         with self._ahead_lock:
             return list(self._opened_ahead.values())
 
+    def request_beat(self) -> None:
+        """Ask for a heartbeat now, without waiting for it (a partition promoted here, or shipped without a known
+        group): the heartbeat thread sends it. A caller answering the provider's local channel must never wait
+        for the controller."""
+        self._wake.set()
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            self._wake.clear()
             self.beat()
-            self._stop.wait(self._settings.heartbeat_interval)
+            self._wake.wait(self._settings.heartbeat_interval)
 
     def stop(self) -> None:
         """Stop heartbeating."""
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         if self._channel is not None:

@@ -144,9 +144,13 @@ class StateNode:
             LocalChannelServer(local_socket, self, settings.provider_paths) if local_socket else None
         )
 
-    def _ask_replica_groups(self) -> None:
+    def _ask_replica_groups(self, wait: bool) -> None:
+        """A heartbeat now (`wait`: on this thread, for its answer), bringing back replica groups."""
         assert self.heartbeater is not None
-        self.heartbeater.beat()
+        if wait:
+            self.heartbeater.beat()
+        else:
+            self.heartbeater.request_beat()
 
     def start(self) -> None:
         """Check the data dir and the port, reopen replicas, serve, and join the controller."""

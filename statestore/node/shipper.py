@@ -394,7 +394,7 @@ class Shipper:
         self,
         settings: NodeSettings,
         log: IncrementLog,
-        ask_replica_groups: Callable[[], None],
+        ask_replica_groups: Callable[[bool], None],
         on_primary: Callable[[common_pb2.StoreRef], None] = lambda _store: None,
     ) -> None:
         self._settings = settings
@@ -474,7 +474,10 @@ class Shipper:
             self._on_primary(partition.store)
         self._log.add(key, version, data)
         if ask:
-            self._ask_replica_groups()  # a heartbeat that reports this partition and brings back its group
+            # A heartbeat reports this partition and brings back its group: an asynchronous commit does not wait
+            # for it (the provider's local channel is answered on this thread); a sync commit, which waits for a
+            # replica's ack anyway (on a connection of its own), waits for the heartbeat's answer first.
+            self._ask_replica_groups(sync)
         with self._cond:
             links = [self._link(node) for node in partition.group]
             for link in links:
@@ -526,7 +529,7 @@ class Shipper:
                 source=load.source if load else "",
             )
             self._on_primary(partition.store)
-        self._ask_replica_groups()  # the controller re-plans the group around this node now
+        self._ask_replica_groups(False)  # the controller re-plans the group around this node now
         return became_primary
 
     def _claim(self, key: str, store: common_pb2.StoreRef) -> tuple[_PrimaryPartition, bool]:

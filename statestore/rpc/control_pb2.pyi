@@ -226,18 +226,20 @@ class SparkPlace(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., state_root: _Optional[str] = ..., executor_id: _Optional[str] = ..., executor_host: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("node", "primaries", "replicas_held", "opened_ahead", "opens_ahead")
+    __slots__ = ("node", "primaries", "replicas_held", "opened_ahead", "opens_ahead", "groups_epoch")
     NODE_FIELD_NUMBER: _ClassVar[int]
     PRIMARIES_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_HELD_FIELD_NUMBER: _ClassVar[int]
     OPENED_AHEAD_FIELD_NUMBER: _ClassVar[int]
     OPENS_AHEAD_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_EPOCH_FIELD_NUMBER: _ClassVar[int]
     node: NodeRef
     primaries: _containers.RepeatedCompositeFieldContainer[PrimaryReport]
     replicas_held: _containers.RepeatedCompositeFieldContainer[_common_pb2.VersionHeld]
     opened_ahead: _containers.RepeatedCompositeFieldContainer[_common_pb2.VersionHeld]
     opens_ahead: bool
-    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., primaries: _Optional[_Iterable[_Union[PrimaryReport, _Mapping]]] = ..., replicas_held: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opened_ahead: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opens_ahead: _Optional[bool] = ...) -> None: ...
+    groups_epoch: int
+    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., primaries: _Optional[_Iterable[_Union[PrimaryReport, _Mapping]]] = ..., replicas_held: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opened_ahead: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opens_ahead: _Optional[bool] = ..., groups_epoch: _Optional[int] = ...) -> None: ...
 
 class ReplicaGroup(_message.Message):
     __slots__ = ("store", "primary_node", "replicas")
@@ -250,16 +252,18 @@ class ReplicaGroup(_message.Message):
     def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[NodeRef, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("groups", "demoted", "retired_replicas", "incoming")
+    __slots__ = ("groups", "demoted", "retired_replicas", "incoming", "groups_epoch")
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     DEMOTED_FIELD_NUMBER: _ClassVar[int]
     RETIRED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     INCOMING_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_EPOCH_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[ReplicaGroup]
     demoted: _containers.RepeatedCompositeFieldContainer[_common_pb2.VersionHeld]
     retired_replicas: _containers.RepeatedCompositeFieldContainer[_common_pb2.StoreRef]
     incoming: _containers.RepeatedCompositeFieldContainer[_common_pb2.StoreRef]
-    def __init__(self, groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ..., demoted: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., retired_replicas: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ..., incoming: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ...) -> None: ...
+    groups_epoch: int
+    def __init__(self, groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ..., demoted: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., retired_replicas: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ..., incoming: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ..., groups_epoch: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()

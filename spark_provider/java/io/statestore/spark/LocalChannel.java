@@ -79,8 +79,8 @@ final class LocalChannel {
    * bound; {@code cleanup}, if set, is deleted once the node answered (or could not be reached): a directory
    * handed over by DEMOTE is gone from there when the node adopted it.
    */
-  private record Pending(String what, String storeId, long version, ByteBuffer frame, int bytes, boolean sync,
-      boolean notice, NodeSidecar.Spec spec, CompletableFuture<ChannelFrames.Reply> done, File cleanup) {}
+  private record Pending(String what, String storeId, String checkpointDir, long version, ByteBuffer frame, int bytes,
+      boolean sync, boolean notice, NodeSidecar.Spec spec, CompletableFuture<ChannelFrames.Reply> done, File cleanup) {}
 
   private final File socket;
   private final NodeSidecar sidecar;
@@ -234,7 +234,7 @@ final class LocalChannel {
    */
   CompletableFuture<ChannelFrames.Reply> committed(String storeId, String checkpointDir, long version,
       boolean rewritesHistory, byte[] increment, boolean sync, NodeSidecar.Spec spec) {
-    Pending p = new Pending("version " + version, storeId, version,
+    Pending p = new Pending("version " + version, storeId, checkpointDir, version,
         ChannelFrames.committed(storeId, checkpointDir, version, sync, rewritesHistory, increment), increment.length,
         sync, false, spec, new CompletableFuture<>(), null);
     if (queuedBytes.addAndGet(increment.length) > MAX_QUEUED_BYTES && !queue.isEmpty() && !sync) {
@@ -279,7 +279,7 @@ final class LocalChannel {
    * primary. Returns at once; no sidecar is started for it.
    */
   void released(String storeId, String checkpointDir, NodeSidecar.Spec spec) {
-    notice("release", storeId, 0, ChannelFrames.released(storeId, checkpointDir), spec, null);
+    notice("release", storeId, checkpointDir, 0, ChannelFrames.released(storeId, checkpointDir), spec, null);
   }
 
   /**
@@ -288,14 +288,14 @@ final class LocalChannel {
    */
   void promoted(String storeId, String checkpointDir, long version, byte[] lineage, StateLoader.Loaded load,
       long loadVersion, ChannelFrames.SparkPlace place, NodeSidecar.Spec spec) {
-    notice("promotion", storeId, version,
+    notice("promotion", storeId, checkpointDir, version,
         ChannelFrames.promote(storeId, checkpointDir, version, lineage, load, loadVersion, place), spec, null);
   }
 
   /** What the batch that committed {@code version} cost its executor (LOAD), after that version's COMMITTED. */
   void load(String storeId, String checkpointDir, long version, long taskMillis, long rowsWritten, long stateBytes,
       int executorCores, NodeSidecar.Spec spec) {
-    notice("load report", storeId, version,
+    notice("load report", storeId, checkpointDir, version,
         ChannelFrames.load(storeId, checkpointDir, version, taskMillis, rowsWritten, stateBytes, executorCores), spec,
         null);
   }
@@ -312,13 +312,14 @@ final class LocalChannel {
    * directory is deleted if the node does not take it.
    */
   void demoted(String storeId, String checkpointDir, long version, byte[] lineage, File dir, NodeSidecar.Spec spec) {
-    notice("demotion", storeId, version,
+    notice("demotion", storeId, checkpointDir, version,
         ChannelFrames.demote(storeId, checkpointDir, version, lineage, dir.getAbsolutePath()), spec, dir);
   }
 
-  private void notice(String what, String storeId, long version, ByteBuffer frame, NodeSidecar.Spec spec,
-      File cleanup) {
-    queue.add(new Pending(what, storeId, version, frame, 0, false, true, spec, new CompletableFuture<>(), cleanup));
+  private void notice(String what, String storeId, String checkpointDir, long version, ByteBuffer frame,
+      NodeSidecar.Spec spec, File cleanup) {
+    queue.add(new Pending(what, storeId, checkpointDir, version, frame, 0, false, true, spec, new CompletableFuture<>(),
+        cleanup));
   }
 
   /**
@@ -342,7 +343,7 @@ final class LocalChannel {
    */
   ChannelFrames.Materialized materialize(String storeId, String checkpointDir, long version, File targetDir,
       boolean allowPeer, long timeoutMs) throws IOException {
-    awaitHandOversOf(storeId, timeoutMs);
+    awaitHandOversOf(storeId, checkpointDir, timeoutMs);
     ByteBuffer frame = ChannelFrames.materialize(storeId, checkpointDir, version, targetDir.getAbsolutePath(),
         allowPeer, timeoutMs);
     return ask(frame, timeoutMs, ChannelFrames::readMaterialized);
@@ -376,16 +377,18 @@ final class LocalChannel {
   }
 
   /**
-   * Waits (up to {@code timeoutMs}) until the DEMOTE and RELEASED notices of {@code storeId} queued or being sent
-   * have reached the node: a provider of this JVM that Spark just closed hands the node its store, and a load of
-   * the same partition asking the node for its copy must find it adopted, not the node still its primary.
+   * Waits (up to {@code timeoutMs}) until the DEMOTE and RELEASED notices of the store partition ({@code storeId}
+   * at {@code checkpointDir}) queued or being sent have reached the node: a provider of this JVM that Spark just
+   * closed hands the node its store, and a load of the same partition asking the node for its copy must find it
+   * adopted, not the node still its primary. Matched by the whole identity: every query repeats store ids, and a
+   * load must not wait behind another query's notices.
    */
-  private void awaitHandOversOf(String storeId, long timeoutMs) {
+  private void awaitHandOversOf(String storeId, String checkpointDir, long timeoutMs) {
     java.util.List<CompletableFuture<ChannelFrames.Reply>> waits = new java.util.ArrayList<>();
     Pending current = sending;
-    if (current != null && isHandOverOf(current, storeId)) waits.add(current.done());
+    if (current != null && isHandOverOf(current, storeId, checkpointDir)) waits.add(current.done());
     for (Pending p : queue) {
-      if (isHandOverOf(p, storeId)) waits.add(p.done());
+      if (isHandOverOf(p, storeId, checkpointDir)) waits.add(p.done());
     }
     if (waits.isEmpty()) return;
     try {
@@ -396,8 +399,25 @@ final class LocalChannel {
     }
   }
 
-  private static boolean isHandOverOf(Pending p, String storeId) {
-    return p.notice() && p.storeId().equals(storeId) && ("demotion".equals(p.what()) || "release".equals(p.what()));
+  private static boolean isHandOverOf(Pending p, String storeId, String checkpointDir) {
+    return p.notice() && p.storeId().equals(storeId)
+        && normalizedDir(p.checkpointDir()).equals(normalizedDir(checkpointDir))
+        && ("demotion".equals(p.what()) || "release".equals(p.what()));
+  }
+
+  /** A checkpoint location as the node keys it: a {@code file:} URI as its local path, no trailing slash (the
+   * provider names it as Hadoop does, an INCOMING entry as the node does). */
+  static String normalizedDir(String dir) {
+    String path = dir;
+    if (dir.startsWith("file:")) {
+      try {
+        path = new java.net.URI(dir).getPath();
+      } catch (java.net.URISyntaxException e) {
+        path = dir.substring("file:".length());
+      }
+    }
+    while (path.length() > 1 && path.endsWith("/")) path = path.substring(0, path.length() - 1);
+    return path;
   }
 
   private void run() {
