@@ -16,9 +16,10 @@ is kept until that partition shows up or is forgotten in turn.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from statestore.node.logs import log_event
@@ -32,14 +33,18 @@ _SAME_COMMIT_SECONDS = 0.05
 _log = logging.getLogger("statestore.controller.membership")
 # A heartbeat this much later than the previous one is logged (nodes beat every 0.5 s by default).
 _LATE_HEARTBEAT_SECONDS = 1.5
+# Entries of the task change log kept for a reader that fell behind (beyond it, the reader re-reads everything).
+_TASK_LOG_KEEP = 1 << 16
 
 
 @dataclass
 class Claim:
-    """A node's report of a partition it is primary of, with the controller-clock time of its last commit."""
+    """A node's report of a partition it is primary of, with the controller-clock times of its last commit and of
+    the heartbeat that brought it."""
 
     report: control_pb2.PrimaryReport
     committed_at: float
+    seen_at: float = 0.0
 
 
 @dataclass
@@ -55,8 +60,9 @@ class NodeRecord:
     executor_cores: int = 0  # the executor's task slots (0: not known)
     primaries: dict[str, Claim] = field(default_factory=dict)  # partition key -> claim
     replicas_held: dict[str, int] = field(default_factory=dict)  # partition key -> version held
-    replica_sizes: dict[str, int] = field(default_factory=dict)  # partition key -> bytes on disk
-    replica_refs: dict[str, common_pb2.StoreRef] = field(default_factory=dict)  # partition key -> store
+    replica_reports: dict[str, common_pb2.VersionHeld] = field(default_factory=dict)  # key -> store, version, size
+    keys_version: int = 0  # bumped whenever the partitions it claims or holds replicas of change
+    reports_epoch: int = 0  # under which its last full reports are kept (HeartbeatRequest.reports_epoch)
     opens_ahead: bool = False  # its executor opens copies of incoming partitions ahead of their moves
     opened_ahead: dict[str, int] = field(default_factory=dict)  # partition key -> version of the copy opened ahead
 
@@ -79,11 +85,12 @@ class PartitionRecord:
 class Membership:
     """Registered nodes and their reports; a node silent for `dead_after` seconds is dead.
 
-    Every question a heartbeat asks costs O(that node's partitions): claims, replica holders, the partitions of
-    each task and of each primary node are indexed as heartbeats arrive, and a partition's standing record (its
-    winning claim) is settled only when one of its claimants reports or changes liveness. `changes` counts what
-    placement depends on (a partition appearing or forgotten, a primary changing node, a node joining, dying or
-    moving), so that a caller can tell in O(1) that nothing it planned from has changed.
+    A heartbeat costs O(the partitions that node reports): claims, replica holders and the partitions of each task
+    and of each primary node are indexed as heartbeats arrive, and a partition's winner is decided again only when
+    one of its claimants reports it for the first time, stops reporting it, contests it or changes liveness. A
+    partition's record is read from its winner's latest claim when asked for. `changes` counts what placement
+    depends on (a partition appearing or forgotten, a primary changing node, a node joining, dying or moving), so
+    that a caller can tell in O(1) that nothing it planned from has changed.
     """
 
     def __init__(
@@ -95,9 +102,9 @@ class Membership:
         self.changes = 0
         self._clock = clock
         self._nodes: dict[str, NodeRecord] = {}
-        self._records: dict[str, PartitionRecord] = {}  # partition key -> its standing record
+        self._winner: dict[str, str] = {}  # partition key -> the live node whose claim stands
+        self._last_known: dict[str, PartitionRecord] = {}  # partitions no live node claims, until forgotten
         self._claimants: dict[str, set[str]] = {}  # partition key -> nodes whose last heartbeat claims it
-        self._unclaimed: set[str] = set()  # partitions with a record and no live claimant (forgotten in time)
         self._by_primary: dict[str, set[str]] = {}  # node id -> partition keys whose record names it primary
         self._by_task: dict[str, set[str]] = {}  # task partition key -> its partitions' keys
         self._holders: dict[str, set[str]] = {}  # partition key -> nodes reporting a replica of it
@@ -105,6 +112,11 @@ class Membership:
         self._forgotten: dict[str, float] = {}  # partition key -> when it was forgotten
         self._lost: set[str] = set()  # nodes whose Spark executor was removed: dead for good
         self._live: frozenset[str] = frozenset()  # the live nodes as of the last refresh
+        # Task partitions whose partitions appeared, were forgotten or changed primary, in order; the entry at
+        # index i has position `_task_log_start + i` (`tasks_changed_since`).
+        self._task_log: list[str] = []
+        self._task_log_start = 0
+        self._next_reports_epoch = random.randrange(1, 1 << 48)  # random: a restarted controller knows none
         self._lock = threading.RLock()
 
     def register(self, node: control_pb2.NodeRef) -> None:
@@ -183,50 +195,79 @@ class Membership:
             ]
         return sorted(found, key=lambda pair: (-pair[1], len(pair[0].primaries), pair[0].node_id))
 
-    def heartbeat(self, request: control_pb2.HeartbeatRequest) -> None:
+    def heartbeat(self, request: control_pb2.HeartbeatRequest) -> int:
         """Record a node's heartbeat (registering it if it is unknown, e.g. after a controller restart). Costs
-        O(the partitions it reports)."""
+        O(the partitions it reports), O(1) for one that says its reports are unchanged (`reports_epoch`). Returns
+        the epoch under which the node's reports are kept (0: the node must send them in full next)."""
         self.register(request.node)
         now = self._clock()
         node_id = request.node.node_id
         with self._lock:
             record = self._nodes.get(node_id)
             if record is None or node_id in self._lost:
-                return
-            before = record.primaries
-            record.primaries = {
-                partition_key(p.store): Claim(p, now - max(p.seconds_since_commit, 0.0)) for p in request.primaries
-            }
-            for key in before.keys() - record.primaries.keys():
-                self._claimants[key].discard(node_id)
-                self._settle(key)
-            for key in record.primaries:
-                self._claimants.setdefault(key, set()).add(node_id)
-                self._settle(key)
-            held = {partition_key(h.store): h for h in request.replicas_held}
-            self._set_replicas(record, held.keys())
-            record.replicas_held = {key: h.version for key, h in held.items()}
-            record.replica_sizes = {key: h.size_bytes for key, h in held.items()}
-            record.replica_refs = {key: h.store for key, h in held.items()}
+                return 0
             record.opens_ahead = request.opens_ahead
             record.opened_ahead = {partition_key(h.store): h.version for h in request.opened_ahead}
+            if request.reports_epoch:
+                return record.reports_epoch if request.reports_epoch == record.reports_epoch else 0
+            claims = {}
+            for report in request.primaries:
+                store = report.store
+                claims[f"{store.store_id}@{store.checkpoint_dir}"] = Claim(
+                    report, now - max(report.seconds_since_commit, 0.0), now
+                )
+            before, record.primaries = record.primaries, claims
+            if claims.keys() != before.keys():
+                record.keys_version += 1
+                for key in before.keys() - claims.keys():
+                    if self._winner.get(key) == node_id:  # its last record, before the claim is gone
+                        self._last_known[key] = _record(node_id, before[key])
+                    self._claimants[key].discard(node_id)
+                    self._settle(key)
+            for key in claims:
+                claimants = self._claimants.get(key)
+                if claimants is None:
+                    self._claimants[key] = {node_id}
+                    self._settle(key)
+                elif len(claimants) > 1 or self._winner.get(key) != node_id:
+                    claimants.add(node_id)
+                    self._settle(key)  # contested, or new to this node: the freshest claim wins
+            reports = {}
+            for held in request.replicas_held:
+                store = held.store
+                reports[f"{store.store_id}@{store.checkpoint_dir}"] = held
+            self._set_replicas(record, reports)
+            record.reports_epoch = self._next_reports_epoch
+            self._next_reports_epoch += 1
+            return record.reports_epoch
 
-    def _set_replicas(self, record: NodeRecord, keys: Iterable[str]) -> None:
-        """Index `record`'s replicas as `keys` from now on (call with the lock held)."""
-        keys = set(keys)
-        old = record.replicas_held.keys()
-        for key in old - keys:
-            holders = self._holders.get(key)
-            if holders is not None:
-                holders.discard(record.node_id)
-                if not holders:
-                    del self._holders[key]
-        for key in keys - old:
-            self._holders.setdefault(key, set()).add(record.node_id)
+    def _set_replicas(self, record: NodeRecord, reports: dict[str, common_pb2.VersionHeld]) -> None:
+        """`record`'s replicas are `reports` from now on, indexed by holder (call with the lock held)."""
+        old = record.replica_reports
+        if reports.keys() != old.keys():
+            record.keys_version += 1
+            for key in old.keys() - reports.keys():
+                holders = self._holders.get(key)
+                if holders is not None:
+                    holders.discard(record.node_id)
+                    if not holders:
+                        del self._holders[key]
+            for key in reports.keys() - old.keys():
+                self._holders.setdefault(key, set()).add(record.node_id)
+        record.replica_reports = reports
+        record.replicas_held = {key: held.version for key, held in reports.items()}
+
+    def _primary_of(self, key: str) -> str | None:
+        """The primary partition `key`'s record names (lock held): its winner, else its last one known."""
+        winner = self._winner.get(key)
+        if winner is not None:
+            return winner
+        last = self._last_known.get(key)
+        return last.primary if last is not None else None
 
     def _settle(self, key: str) -> None:
-        """Decide partition `key`'s standing record from its live claimants (call with the lock held): the
-        freshest claim wins; with none, the last record stands until forgotten."""
+        """Decide partition `key`'s winner among its live claimants (call with the lock held): the freshest claim
+        wins; with none, its last record stands until it is forgotten."""
         best: tuple[str, Claim] | None = None
         for node_id in sorted(self._claimants.get(key, ())):
             if node_id not in self._live:
@@ -234,24 +275,27 @@ class Membership:
             claim = self._nodes[node_id].primaries[key]
             if best is None or _fresher(claim, best[1]):
                 best = (node_id, claim)
-        old = self._records.get(key)
+        old = self._primary_of(key)
         if best is None:
-            if old is not None:
-                self._unclaimed.add(key)
+            winner = self._winner.pop(key, None)
+            claim = self._nodes[winner].primaries.get(key) if winner in self._nodes else None
+            if claim is not None:  # a winner that died: its last claim is the record
+                self._last_known[key] = _record(winner, claim)
             if not self._claimants.get(key):
                 self._claimants.pop(key, None)
             return
-        node_id, claim = best
-        self._unclaimed.discard(key)
+        node_id = best[0]
+        self._winner[key] = node_id
+        self._last_known.pop(key, None)
         self._forgotten.pop(key, None)
-        self._records[key] = PartitionRecord(claim.report.store, node_id, claim.report, self._clock())
-        if old is None or old.primary != node_id:
+        if old != node_id:
             self.changes += 1
+            self._log_task(task_partition_key_of(key))
             if old is None:
                 self._order = None
                 self._by_task.setdefault(task_partition_key_of(key), set()).add(key)
             else:
-                self._by_primary[old.primary].discard(key)
+                self._by_primary[old].discard(key)
             self._by_primary.setdefault(node_id, set()).add(key)
 
     def _refresh(self) -> None:
@@ -273,10 +317,12 @@ class Membership:
                 record = self._nodes.get(node_id)
                 for key in list(record.primaries) if record is not None else ():
                     self._settle(key)
-        for key in [k for k in self._unclaimed if now - self._records[k].claimed_at > self.forget_after]:
-            self._forget(key, now)
-        for key in [k for k, at in self._forgotten.items() if now - at > 10 * self.forget_after]:
-            del self._forgotten[key]  # its replicas were retired long ago: bound the memory
+        if self._last_known:
+            for key in [k for k, r in self._last_known.items() if now - r.claimed_at > self.forget_after]:
+                self._forget(key, now)
+        if self._forgotten:
+            for key in [k for k, at in self._forgotten.items() if now - at > 10 * self.forget_after]:
+                del self._forgotten[key]  # its replicas were retired long ago: bound the memory
 
     def _drop_node(self, node_id: str) -> None:
         """Remove a long-dead node's record and its index entries (lock held). A node removed by Spark stays
@@ -288,22 +334,48 @@ class Membership:
                 claimants.discard(node_id)
                 if not claimants:
                     del self._claimants[key]
-        self._set_replicas(record, ())
+        self._set_replicas(record, {})
 
     def _forget(self, key: str, now: float) -> None:
         """Forget partition `key`: unclaimed for `forget_after` (lock held)."""
-        record = self._records.pop(key)
-        self._unclaimed.discard(key)
+        record = self._last_known.pop(key)
         self._forgotten[key] = now
         self._order = None
         self.changes += 1
         self._by_primary.get(record.primary, set()).discard(key)
         task = task_partition_key_of(key)
+        self._log_task(task)
         stores = self._by_task.get(task)
         if stores is not None:
             stores.discard(key)
             if not stores:
                 del self._by_task[task]
+
+    def _log_task(self, task: str) -> None:
+        """Note that task partition `task`'s partitions or primaries changed (lock held); the log keeps the last
+        `_TASK_LOG_KEEP` entries at least."""
+        self._task_log.append(task)
+        if len(self._task_log) > 2 * _TASK_LOG_KEEP:
+            del self._task_log[:_TASK_LOG_KEEP]
+            self._task_log_start += _TASK_LOG_KEEP
+
+    def tasks_changed_since(self, position: int) -> tuple[set[str] | None, int]:
+        """The task partitions whose partitions appeared, were forgotten or changed primary since log position
+        `position` (None when the log no longer reaches that far back: ask about every task), and the position
+        now. Liveness is brought up to date first."""
+        with self._lock:
+            self._refresh()
+            end = self._task_log_start + len(self._task_log)
+            if position < self._task_log_start:
+                return None, end
+            return set(self._task_log[position - self._task_log_start :]), end
+
+    def _record(self, key: str) -> PartitionRecord | None:
+        """Partition `key`'s record (lock held): its winner's latest claim, else the last one known."""
+        winner = self._winner.get(key)
+        if winner is not None:
+            return _record(winner, self._nodes[winner].primaries[key])
+        return self._last_known.get(key)
 
     def demoted(self, node_id: str) -> list[common_pb2.VersionHeld]:
         """The partitions `node_id` claims whose primary is another node that committed them more recently,
@@ -315,8 +387,8 @@ class Membership:
                 return []
             stale = []
             for key, claim in record.primaries.items():
-                standing = self._records.get(key)
-                if standing is not None and standing.primary != node_id and standing.primary in self._live:
+                winner = self._winner.get(key)
+                if winner is not None and winner != node_id:
                     stale.append(common_pb2.VersionHeld(store=claim.report.store, version=claim.report.version))
             return stale
 
@@ -347,27 +419,27 @@ class Membership:
         with self._lock:
             self._refresh()
             if self._order is None:
-                stores = {key: record.store for key, record in self._records.items()}
+                stores = {key: self._record(key).store for key in (*self._winner, *self._last_known)}
                 self._order = sorted(stores, key=lambda k: (stores[k].store_id, stores[k].checkpoint_dir))
-            return [self._records[key] for key in self._order]
+            return [self._record(key) for key in self._order]  # type: ignore[misc]  # every key has a record
 
     def partition(self, key: str) -> PartitionRecord | None:
-        """The standing record of partition `key` (None: not known, or forgotten), as of the last heartbeat or
-        query that brought liveness up to date (O(1): a heartbeat asks it of each replica its node holds)."""
+        """The record of partition `key` (None: not known, or forgotten), as of the last heartbeat or query that
+        brought liveness up to date (O(1): a heartbeat asks it of each replica its node holds)."""
         with self._lock:
-            return self._records.get(key)
+            return self._record(key)
 
     def primaries_of(self, node_id: str) -> list[PartitionRecord]:
         """The partitions whose primary is `node_id` (its claim stands, or it was the last to claim them)."""
         with self._lock:
             self._refresh()
-            return [self._records[key] for key in sorted(self._by_primary.get(node_id, ()))]
+            return [self._record(key) for key in sorted(self._by_primary.get(node_id, ()))]  # type: ignore[misc]
 
     def stores_of_task(self, task: str) -> list[PartitionRecord]:
         """The store partitions of task partition `task` (statestore.partition_key.task_partition_key), by key."""
         with self._lock:
             self._refresh()
-            return [self._records[key] for key in sorted(self._by_task.get(task, ()))]
+            return [self._record(key) for key in sorted(self._by_task.get(task, ()))]  # type: ignore[misc]
 
     def is_forgotten(self, key: str) -> bool:
         """Whether partition `key` was forgotten (unclaimed for `forget_after`) and not claimed since."""
@@ -385,34 +457,40 @@ class Membership:
         """Partition key -> store of every replica `node_id` reported holding."""
         with self._lock:
             record = self._nodes.get(node_id)
-            return dict(record.replica_refs) if record is not None else {}
+            return {key: held.store for key, held in record.replica_reports.items()} if record is not None else {}
 
     def forget_replicas(self, node_id: str, keys: list[str]) -> None:
         """`node_id` was told to delete its replicas of partitions `keys`: stop counting them as held now, not at
         its next heartbeat, so that no decision taken meanwhile (a hand-over's warm-up) relies on a copy that is
         being deleted. A node that did not delete one reports it again, and it counts again."""
+        if not keys:
+            return
         with self._lock:
             record = self._nodes.get(node_id)
-            if record is None:
-                return
-            self._set_replicas(record, record.replicas_held.keys() - set(keys))
-            for key in keys:
-                record.replicas_held.pop(key, None)
-                record.replica_sizes.pop(key, None)
-                record.replica_refs.pop(key, None)
+            if record is not None:
+                gone = set(keys)
+                self._set_replicas(record, {k: h for k, h in record.replica_reports.items() if k not in gone})
 
     def state_bytes(self, key: str) -> int:
-        """The largest size on disk a node reported for its replica of partition `key` (0 if none did)."""
+        """The largest size on disk a live node reported for its replica of partition `key` (0 if none did), as
+        of the last query that brought liveness up to date (a re-plan asks it of every partition)."""
         with self._lock:
-            self._refresh()
             return max(
-                (self._nodes[n].replica_sizes.get(key, 0) for n in self._holders.get(key, ()) if n in self._live),
+                (
+                    self._nodes[n].replica_reports[key].size_bytes
+                    for n in self._holders.get(key, ())
+                    if n in self._live
+                ),
                 default=0,
             )
 
     def seconds_since(self, record: NodeRecord) -> float:
         """Seconds since the node's last heartbeat."""
         return self._clock() - record.last_seen
+
+
+def _record(node_id: str, claim: Claim) -> PartitionRecord:
+    return PartitionRecord(claim.report.store, node_id, claim.report, claim.seen_at)
 
 
 def _fresher(claim: Claim, other: Claim) -> bool:

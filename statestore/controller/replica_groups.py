@@ -5,13 +5,14 @@ partition) share one replica group, so that a failover finds all of them on the 
 a partition's task runs, so each primary is pinned where its node reports it and placement chooses only the
 replicas. `ReplicaGroups.choose_replica_group` is the one function the controller calls.
 
-The plan follows changes, not heartbeats. It is recomputed only when its inputs change: the live nodes (or their
-racks), the replication factor, or a partition appearing, going or changing primary (`Membership.changes` says
-in O(1) whether any did). Then, when no node joined, only the groups the change touches are re-placed (a
-*repair*: the groups of new partitions, of partitions whose primary moved, and those with a role on a node lost
-or drained), by the same Hungarian solver on a problem of those groups alone, the other groups' roles counted as
-load on their nodes; a node that joins, or a repair that finds no room, re-plans every group, passing the plan
-in force as `current`, so that only what must move moves and anything else only if it pays for its migration.
+The plan follows events, not heartbeats. `Membership.changes` says in O(1) whether anything placement depends on
+moved (a heartbeat that reports only new versions moves nothing), and `Membership.tasks_changed_since` which task
+partitions did (their partitions appeared or went, or their primary changed node). When no node joined, only the
+groups an event touched are re-placed (a *repair*: the groups of those task partitions whose primary moved or
+that are new, and the groups with a role on a node lost or drained), by the same Hungarian solver on a problem of
+those groups alone, the other groups' roles counted as load on their nodes. A node that joins, a change of the
+replicas per partition, or a repair that finds no room re-plans every group, passing the plan in force as
+`current`, so that only what must move moves and anything else only if it pays for its migration.
 
 Re-replication waits: for `rereplication_delay` seconds after a node is lost, the plan in force stands
 with the dead node's roles left empty (the failed-over partitions run on their promoted replicas, each
@@ -29,10 +30,9 @@ before the new ones are caught up: make before break); `drain` keeps a node out 
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
-from collections import Counter
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -59,16 +59,15 @@ _log = logging.getLogger("statestore.controller.placement")
 
 @dataclass(frozen=True)
 class PlanInForce:
-    """The cached plan and what it was computed from."""
+    """A plan of replica groups and what it was computed on."""
 
-    key: tuple
     placement: Placement | None  # keyed by task partition (statestore.partition_key.task_partition_key)
     pricing: Callable[[], tuple[CostBreakdown, float]] = field(compare=False, repr=False)  # (cost, lower bound)
     replicas: int = 0  # replicas per partition actually placed (fewer than q with too few live nodes)
     note: str = ""
     lost: frozenset[str] = frozenset()  # nodes whose roles stay empty while re-replication waits
-    nodes: frozenset[str] = frozenset()  # the live nodes it was planned on
-    repaired: int = 0  # groups the last repair re-placed (0: a whole re-plan, or none)
+    nodes: frozenset[str] = frozenset()  # the live nodes, neither draining nor lost, it was planned on
+    repaired: int = 0  # groups the repair that made it re-placed (0: a whole re-plan, or nothing to place)
 
     @cached_property
     def _priced(self) -> tuple[CostBreakdown, float]:
@@ -84,6 +83,15 @@ class PlanInForce:
         """A cost no placement of the same problem can beat."""
         return self._priced[1]
 
+    @cached_property
+    def tasks_by_node(self) -> dict[str, set[str]]:
+        """Node id -> the task partitions whose group gives it a role."""
+        by_node: dict[str, set[str]] = {}
+        for task, group in (self.placement or {}).items():
+            for node in group.nodes:
+                by_node.setdefault(node, set()).add(task)
+        return by_node
+
 
 def _unpriced() -> tuple[CostBreakdown, float]:
     return CostBreakdown(0.0, 0.0, 0.0), 0.0
@@ -93,7 +101,7 @@ def _priced(cost: CostBreakdown, bound: float) -> Callable[[], tuple[CostBreakdo
     return lambda: (cost, bound)
 
 
-_EMPTY = PlanInForce((), None, _unpriced)
+_EMPTY = PlanInForce(None, _unpriced)
 
 
 class ReplicaGroups:
@@ -110,10 +118,15 @@ class ReplicaGroups:
         self._loss_seen_at: float | None = None
         self._holds: dict[str, tuple[str, ...]] = {}  # task partition -> nodes in force while its move runs
         self._draining: set[str] = set()
-        self._checked: tuple = ()  # (membership changes, draining) the answer in force was last checked at
+        self._checked: tuple = ()  # (membership changes, draining, q) the answer in force was last checked at
         self._answer: PlanInForce = _EMPTY  # the plan in force, or its held form while re-replication waits
+        self._log_position = 0  # how far Membership.tasks_changed_since was read
+        self._pending: set[str] = set()  # task partitions changed since the plan in force was made
+        self._rescan = True  # the next plan must look at every task partition (nothing planned yet, log overrun)
         self.replans = 0  # plans computed, repairs included
         self.repairs = 0  # of which only the groups a change touched were re-placed
+        self.last_replan_seconds = 0.0  # how long the last plan made took
+        self.last_replan_groups = 0  # and how many groups it (re-)placed
         # Bumped whenever an answer of choose_replica_group or has_role may change (a new plan, a hold, a release,
         # an adoption): a caller that remembers what it last sent can skip the work while it stands still.
         self.generation = 0
@@ -178,19 +191,19 @@ class ReplicaGroups:
             for task, group in groups.items():
                 if task in merged and len(group.replicas) == self._plan.placement.replicas:
                     merged[task] = group
-            self._plan = replace(self._plan, placement=Placement(merged))
-            if self._answer.key == self._plan.key and not self._answer.lost:
-                self._answer = self._plan
+            adopted = replace(self._plan, placement=Placement(merged))
+            if self._answer is self._plan:
+                self._answer = adopted
             elif self._held is not None:
-                self._held = self._answer = replace(self._held, placement=self._plan.placement)
+                self._held = self._answer = replace(self._held, placement=adopted.placement)
+            self._plan = adopted
             self.generation += 1
 
     def demands(self) -> dict[str, PartitionDemand]:
         """Each task partition's demand (its stores' state and increment bytes summed), by task partition."""
         partitions = self._membership.partitions()
         tasks = {p.key: task_partition_key(p.store) for p in partitions}
-        demands = [demand_of(p, self._membership.state_bytes(p.key)) for p in partitions]
-        return {d.id: d for d in _task_demands(partitions, tasks, demands)}
+        return {d.id: d for d in self._task_demands(partitions, tasks)}
 
     def target(
         self, pins: Mapping[str, str] | None, exclude: frozenset[str] = frozenset()
@@ -253,39 +266,42 @@ class ReplicaGroups:
 
     def _current(self) -> PlanInForce:
         """The plan for the membership as it is now (call with the planning lock held)."""
-        live = [
-            r for r in self._membership.nodes() if self._membership.is_alive(r) and r.node_id not in self._draining
-        ]
-        live_ids = {r.node_id for r in live}
-        partitions = self._membership.partitions()
-        tasks = {p.key: task_partition_key(p.store) for p in partitions}
-        pins = _task_pins(partitions, tasks, live_ids)
-        key = (
-            self._q,
-            tuple((r.node_id, r.rack) for r in live),
-            tuple(sorted((t, pins.get(t, "")) for t in set(tasks.values()))),
-        )
+        changed, self._log_position = self._membership.tasks_changed_since(self._log_position)
+        if changed is None:
+            self._rescan = True
+        else:
+            self._pending |= changed
+        records = self._membership.nodes()
+        alive = {r.node_id for r in records if self._membership.is_alive(r)}
+        live = [r for r in records if r.node_id in alive and r.node_id not in self._draining]
+        live_ids = frozenset(r.node_id for r in live)
         with self._lock:
-            if key == self._plan.key:
-                self._loss_seen_at = None
-                return self._plan
-            lost = self._lost_since_plan({r.node_id for r in self._membership.nodes() if self._membership.is_alive(r)})
+            plan = self._plan
+            lost = set(plan.tasks_by_node) - alive  # a draining node is not lost
             if lost and self._waits_for_rereplication():
-                return self._without(lost, key)
+                return self._without(lost)
             self._loss_seen_at = None
             self._held = None
-            plan = self._plan
-        plan = self._replan(plan, key, live, partitions, tasks, pins)
+        q = min(self._q, len(live) - 1)
+        started = time.perf_counter()
+        if plan.placement is not None and not self._rescan and plan.replicas == q and live_ids <= plan.nodes:
+            if not self._pending and live_ids == plan.nodes:
+                return plan
+            try:
+                made = self._repair(plan, plan.placement, live, live_ids, alive, q)
+            except InfeasiblePlacement as exc:
+                log_event(_log, "repair_failed", error=str(exc), note="every group is placed anew")
+                made = self._replan(plan, live, live_ids, q)
+        else:
+            made = self._replan(plan, live, live_ids, q)
+        self._pending.clear()
+        self._rescan = made.placement is None
+        if made is not plan:
+            self.last_replan_seconds = time.perf_counter() - started
+            self.last_replan_groups = made.repaired or len(made.placement or ())
         with self._lock:
-            self._plan = plan
-        return plan
-
-    def _lost_since_plan(self, live_ids: set[str]) -> set[str]:
-        """Nodes the plan in force places roles on that are no longer live (a draining node is not lost)."""
-        placement = self._plan.placement
-        if placement is None:
-            return set()
-        return {node for group in placement.values() for node in group.nodes} - live_ids
+            self._plan = made
+        return made
 
     def _waits_for_rereplication(self) -> bool:
         """Whether a loss is recent enough that re-replication still waits (see the module docstring)."""
@@ -297,41 +313,33 @@ class ReplicaGroups:
             log_event(_log, "rereplication_waits", seconds=self._delay)
         return now - self._loss_seen_at < self._delay
 
-    def _without(self, lost: set[str], key: tuple) -> PlanInForce:
-        """The plan in force with the `lost` nodes' roles left empty (cached per membership key)."""
-        if self._held is not None and self._held.key == key:
+    def _without(self, lost: set[str]) -> PlanInForce:
+        """The plan in force with the `lost` nodes' roles left empty (cached while the same nodes are lost)."""
+        if self._held is not None and self._held.lost == lost and self._held.placement is self._plan.placement:
             return self._held
         note = f"re-replication after the loss of {', '.join(sorted(lost))} waits {self._delay:g}s"
-        self._held = replace(self._plan, key=key, note=note, lost=frozenset(lost))
+        self._held = replace(self._plan, note=note, lost=frozenset(lost))
         return self._held
 
+    def _degraded(self, live: list[NodeRecord], q: int) -> str:
+        """The note of a plan with fewer replicas than asked ("" when it has them all)."""
+        if q >= self._q:
+            return ""
+        log_event(_log, "replicas_degraded", logging.WARNING, live=len(live), asked=self._q, placed=q)
+        return f"only {len(live)} live node(s): {q} replica(s) per partition instead of {self._q}"
+
     def _replan(
-        self,
-        previous: PlanInForce,
-        key: tuple,
-        live: list[NodeRecord],
-        partitions: list[PartitionRecord],
-        tasks: dict[str, str],
-        pins: dict[str, str],
+        self, previous: PlanInForce, live: list[NodeRecord], live_ids: frozenset[str], q: int
     ) -> PlanInForce:
-        """A plan for `key`: the previous one repaired where that is enough, else placed anew around it."""
+        """Every group placed anew around the previous plan (O(partitions) and the solver on all of them)."""
+        partitions = self._membership.partitions()
         if not live or not partitions:
-            return PlanInForce(key, None, _unpriced)
-        live_ids = frozenset(r.node_id for r in live)
-        q = min(self._q, len(live) - 1)
-        note = ""
-        if q < self._q:
-            note = f"only {len(live)} live node(s): {q} replica(s) per partition instead of {self._q}"
-            log_event(_log, "replicas_degraded", logging.WARNING, live=len(live), asked=self._q, placed=q)
-        demands = _task_demands(
-            partitions, tasks, [demand_of(p, self._membership.state_bytes(p.key)) for p in partitions]
-        )
+            return _EMPTY
+        note = self._degraded(live, q)
+        tasks = {p.key: task_partition_key(p.store) for p in partitions}
+        pins = _task_pins(partitions, tasks, set(live_ids))
+        demands = self._task_demands(partitions, tasks)
         current = previous.placement if previous.placement is not None and previous.placement.replicas == q else None
-        if current is not None and live_ids <= previous.nodes:
-            try:
-                return self._repair(previous, current, key, live, live_ids, demands, q, pins, note)
-            except InfeasiblePlacement as exc:
-                log_event(_log, "repair_failed", error=str(exc), note="every group is placed anew")
         topology = build_topology(live, q + 1, pins, len(demands))
         try:
             plan = plan_replica_groups(topology, demands, q, current=current, pinned_primaries=pins)
@@ -342,7 +350,7 @@ class ReplicaGroups:
             except InfeasiblePlacement as again:
                 # Status and the nodes' assignments must keep working: the plan in force stays, and says why.
                 log_event(_log, "placement_kept", logging.ERROR, error=str(again))
-                return replace(previous, key=key, note=f"re-planning failed, the previous plan stays: {again}")
+                return replace(previous, note=f"re-planning failed, the previous plan stays: {again}")
         self.replans += 1
         moved = sum(1 for m in plan.moves if m.target is not None and m.source is not None)
         log_event(
@@ -355,46 +363,81 @@ class ReplicaGroups:
             copy_moves=moved,
             cost=plan.cost.total,
         )
-        return PlanInForce(key, plan.placement, _priced(plan.cost, plan.lower_bound), q, note, nodes=live_ids)
+        return PlanInForce(plan.placement, _priced(plan.cost, plan.lower_bound), q, note, nodes=live_ids)
 
     def _repair(
         self,
         previous: PlanInForce,
         current: Placement,
-        key: tuple,
         live: list[NodeRecord],
         live_ids: frozenset[str],
-        demands: list[PartitionDemand],
+        alive: set[str],
         q: int,
-        pins: dict[str, str],
-        note: str,
     ) -> PlanInForce:
-        """Re-place only the groups the change touched (module docstring); raises InfeasiblePlacement when the
-        nodes' room left does not fit them."""
-        kept: dict[str, ReplicaGroup] = {}
-        touched: list[PartitionDemand] = []
-        for demand in demands:
-            group = current.get(demand.id)
-            pin = pins.get(demand.id)
-            if group is None or not set(group.nodes) <= live_ids or (pin is not None and pin != group.primary):
-                touched.append(demand)
-            else:
-                kept[demand.id] = group
-        placed: dict[str, ReplicaGroup] = dict(kept)
+        """Re-place only the groups the changes since `previous` touched (module docstring): O(the changed task
+        partitions, and the groups of nodes that left) plus the solver on the touched groups alone. Raises
+        InfeasiblePlacement when the nodes' room left does not fit them."""
+        stores: dict[str, list[PartitionRecord]] = {}
+        pins: dict[str, str] = {}
+
+        def look_up(task: str) -> bool:
+            """Read `task`'s stores and pin; False when it has no store left."""
+            if task not in stores:
+                stores[task] = self._membership.stores_of_task(task)
+                pin = _pin_of(stores[task], alive)
+                if pin is not None:
+                    pins[task] = pin
+            return bool(stores[task])
+
+        touched: set[str] = set()
+        removed: set[str] = set()
+        for task in self._pending:
+            if not look_up(task):
+                removed.add(task)
+                continue
+            group = current.get(task)
+            if group is None or pins.get(task, group.primary) != group.primary or not live_ids >= set(group.nodes):
+                touched.add(task)
+        for node in previous.tasks_by_node.keys() - live_ids:  # roles on nodes lost or draining
+            for task in previous.tasks_by_node[node]:
+                if task not in removed and look_up(task):
+                    touched.add(task)
+        if not touched and not removed:
+            return replace(previous, nodes=live_ids)
+        placed = {task: group for task, group in current.items() if task not in touched and task not in removed}
         if touched:
-            topology = repair_topology(live, q + 1, pins, len(demands), kept.values(), touched)
-            touched_pins = {d.id: pins[d.id] for d in touched if d.id in pins}
-            touched_current = Placement({d.id: current[d.id] for d in touched if d.id in current})
+            demands = [_task_demand(task, stores[task], self._membership) for task in sorted(touched)]
+            everyone = {task: group.primary for task, group in placed.items()} | pins
+            topology = repair_topology(live, q + 1, everyone, len(placed) + len(touched), placed.values(), demands)
             plan = plan_replica_groups(
-                topology, touched, q, current=touched_current, pinned_primaries=touched_pins
+                topology,
+                demands,
+                q,
+                current=Placement({task: current[task] for task in touched if task in current}),
+                pinned_primaries={task: pins[task] for task in touched if task in pins},
             )
             placed.update(plan.placement.items())
-            log_event(_log, "repaired", nodes=len(live), partitions=len(demands), replaced=len(touched), replicas=q)
+        log_event(
+            _log, "repaired", nodes=len(live), partitions=len(placed), replaced=len(touched), removed=len(removed)
+        )
         self.replans += 1
         self.repairs += 1
         placement = Placement(placed)
-        pricing = functools.partial(_price, live, q, pins, demands, placement)
-        return PlanInForce(key, placement, pricing, q, note, nodes=live_ids, repaired=len(touched))
+
+        def pricing() -> tuple[CostBreakdown, float]:
+            partitions = self._membership.partitions()
+            tasks = {p.key: task_partition_key(p.store) for p in partitions}
+            demands = [d for d in self._task_demands(partitions, tasks) if d.id in placement]
+            return _price(live, q, _task_pins(partitions, tasks, set(live_ids)), demands, placement)
+
+        return PlanInForce(
+            placement, pricing, q, self._degraded(live, q), nodes=live_ids, repaired=len(touched)
+        )
+
+    def _task_demands(self, partitions: list[PartitionRecord], tasks: dict[str, str]) -> list[PartitionDemand]:
+        """One demand per task partition of `partitions`: its stores' state and increment bytes summed."""
+        demands = [demand_of(p, self._membership.state_bytes(p.key)) for p in partitions]
+        return _task_demands(partitions, tasks, demands)
 
     @staticmethod
     def _fallback(live: list, demands: list, q: int, current: Placement | None, pins: dict[str, str]) -> PlacementPlan:
@@ -408,25 +451,46 @@ def _price(
 ) -> tuple[CostBreakdown, float]:
     """What a repaired placement costs as it stands, and the bound no placement beats (for status); a placement
     the capacity rule no longer fits is priced on loosened capacities."""
+    pins = {task: node for task, node in pins.items() if task in placement}
     for copies in (q + 1, len(demands) * len(live)):
         topology = build_topology(live, copies, pins, len(demands))
         try:
             problem = build_problem(topology, demands, q, CostModel(), placement, pins)
-        except InfeasiblePlacement:
+        except (InfeasiblePlacement, ValueError):
             continue
         if (problem.start >= 0).all():
             return problem.evaluate(problem.start), lower_bound(problem)
     return _unpriced()
 
 
+def _pin_of(stores: list[PartitionRecord], live: set[str]) -> str | None:
+    """A task partition's primary from its stores' records: where the most of them run, if live (ties to the
+    lowest node id)."""
+    count: dict[str, int] = {}
+    for p in stores:
+        if p.primary in live:
+            count[p.primary] = count.get(p.primary, 0) + 1
+    return min(count, key=lambda n: (-count[n], n)) if count else None
+
+
 def _task_pins(partitions: list[PartitionRecord], tasks: dict[str, str], live: set[str]) -> dict[str, str]:
     """Each task partition's primary: where its stores' primaries are (the most of them, when a move is under
-    way), if that node is live."""
-    votes: dict[str, Counter] = {}
+    way; ties to the lowest node id), if that node is live."""
+    votes: dict[str, dict[str, int]] = {}
     for p in partitions:
         if p.primary in live:
-            votes.setdefault(tasks[p.key], Counter())[p.primary] += 1
-    return {task: sorted(count.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] for task, count in votes.items()}
+            count = votes.setdefault(tasks[p.key], {})
+            count[p.primary] = count.get(p.primary, 0) + 1
+    return {
+        task: next(iter(count)) if len(count) == 1 else min(count, key=lambda n: (-count[n], n))
+        for task, count in votes.items()
+    }
+
+
+def _task_demand(task: str, stores: list[PartitionRecord], membership: Membership) -> PartitionDemand:
+    """Task partition `task`'s demand: its stores' state and increment bytes summed."""
+    demands = [demand_of(p, membership.state_bytes(p.key)) for p in stores]
+    return PartitionDemand(task, sum(d.size_bytes for d in demands), sum(d.increment_bytes for d in demands))
 
 
 def _task_demands(

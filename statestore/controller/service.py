@@ -38,6 +38,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
         self.failover = Failover(membership)
         self.operations = Operations(membership, self.replica_groups)
         self._sent_groups = SentGroups(membership, self.replica_groups)
+        self._settled_replicas: dict[str, tuple] = {}  # node id -> stamp of a heartbeat that retired nothing
         self._heartbeat_interval = heartbeat_interval
 
     def Register(
@@ -65,7 +66,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
             fault_point("heartbeat", "")
         except FaultInjected as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        self._membership.heartbeat(request)
+        reports_epoch = self._membership.heartbeat(request)
         node_id = request.node.node_id
         plan = self.replica_groups.current(wait=False)
         groups, epoch = self._sent_groups.answer(node_id, request.groups_epoch, plan)
@@ -85,15 +86,28 @@ class ControlService(control_pb2_grpc.ControlServicer):
             log_event(_log, "replica_retired", node=node_id, store=store.store_id, checkpoint=store.checkpoint_dir)
         incoming = self.operations.incoming(node_id)
         return control_pb2.HeartbeatReply(
-            groups=groups, demoted=demoted, retired_replicas=retired, incoming=incoming, groups_epoch=epoch
+            groups=groups,
+            demoted=demoted,
+            retired_replicas=retired,
+            incoming=incoming,
+            groups_epoch=epoch,
+            reports_epoch=reports_epoch,
         )
 
     def _retired_replicas(self, node_id: str, plan: PlanInForce) -> list[common_pb2.StoreRef]:
         """The replicas `node_id` should delete (docs/node.md, membership): of a partition forgotten; of one
         it is the primary of itself; of one whose live primary no longer ships to it and whose group in the
         plan in force gives it no role. Kept otherwise: a partition this controller never saw (it restarted),
-        or one whose primary is dead (its replicas are what failover wants)."""
+        or one whose primary is dead (its replicas are what failover wants). O(1) while nothing they depend on
+        changed since a heartbeat of the node found none to delete and none waiting for its primary."""
+        record = self._membership.node(node_id)
+        if record is None:
+            return []
+        stamp = (record.keys_version, self.replica_groups.generation, self._membership.changes)
+        if self._settled_replicas.get(node_id) == stamp:
+            return []
         retired = []
+        waiting = False  # a replica placed elsewhere that its primary still ships to: decided at a later heartbeat
         for key, store in self._membership.replicas_of(node_id).items():
             partition = self._membership.partition(key)
             if partition is None:
@@ -103,8 +117,13 @@ class ControlService(control_pb2_grpc.ControlServicer):
                 retire = self._membership.claims(node_id, key) or (
                     placed_elsewhere and self._shipping_stopped(partition, node_id)
                 )
+                waiting = waiting or (placed_elsewhere and not retire)
             if retire:
                 retired.append(store)
+        if retired or waiting:
+            self._settled_replicas.pop(node_id, None)
+        else:
+            self._settled_replicas[node_id] = stamp
         return retired
 
     def _shipping_stopped(self, partition: PartitionRecord, node_id: str) -> bool:

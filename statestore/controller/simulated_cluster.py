@@ -11,16 +11,19 @@ next heartbeat on. Nothing here stands in for the controller: it runs as its own
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 
 from statestore import auth
+from statestore.node.membership import compact
 from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
 
@@ -42,11 +45,19 @@ class SimulatedNode:
     primaries: dict[str, common_pb2.StoreRef] = field(default_factory=dict)  # partition key -> store
     replicas: dict[str, tuple[common_pb2.StoreRef, int]] = field(default_factory=dict)  # key -> (store, version)
     groups: dict[str, list[str]] = field(default_factory=dict)  # primary's partition key -> replica node ids
+    groups_epoch: int = 0  # of the last reply applied (statestore.controller.sent_groups)
+    reports_epoch: int = 0  # under which the controller keeps this node's last reports
+    sent_reports: bytes = b""  # their fingerprint (statestore.node.membership.compact)
+    pending_reports: bytes | None = None  # the fingerprint of the reports the heartbeat on its way carries
     alive: bool = True
 
-    def request(self, versions: dict[str, int], held: dict[str, dict[str, int]]) -> control_pb2.HeartbeatRequest:
-        """The heartbeat this node sends: versions come from the cluster (a partition's latest commit), and each
-        replica's acked version from what its holder holds (`held`: node id -> partition key -> version)."""
+    def request(
+        self, versions: dict[str, int], held: dict[str, dict[str, int]], since_commit: float = 0.2
+    ) -> control_pb2.HeartbeatRequest:
+        """The heartbeat this node sends: versions come from the cluster (a partition's latest commit), each
+        replica's acked version from what its holder holds (`held`: node id -> partition key -> version), and
+        `since_commit` seconds since the last commit (a real node's grows between commits, so no two of its
+        heartbeats are the same bytes)."""
         primaries = []
         for key, store in self.primaries.items():
             progress = [
@@ -58,15 +69,20 @@ class SimulatedNode:
                     store=store,
                     version=versions[key],
                     replicas=progress,
-                    seconds_since_commit=0.2,
+                    seconds_since_commit=since_commit,
                     increment_bytes=4096,
                 )
             )
-        return control_pb2.HeartbeatRequest(
+        request = control_pb2.HeartbeatRequest(
             node=control_pb2.NodeRef(node_id=self.node_id, address=self.address, executor_id=self.node_id),
             primaries=primaries,
-            replicas_held=[common_pb2.VersionHeld(store=s, version=v) for s, v in self.replicas.values()],
+            replicas_held=[
+                common_pb2.VersionHeld(store=s, version=v, size_bytes=64 << 20) for s, v in self.replicas.values()
+            ],
+            groups_epoch=self.groups_epoch,
         )
+        request, self.pending_reports = compact(request, self.reports_epoch, self.sent_reports)
+        return request
 
 
 class SimulatedCluster:
@@ -80,6 +96,7 @@ class SimulatedCluster:
         self._stub = control_pb2_grpc.ControlStub(self._channel)
         self.nodes = [SimulatedNode(f"sim-{i:03d}", f"127.0.0.1:{20000 + i}") for i in range(nodes)]
         self.versions: dict[str, int] = {}
+        self.committed_at = time.monotonic()
         self.stores: dict[str, common_pb2.StoreRef] = {}
         index = 0
         for query in range(queries):
@@ -110,9 +127,11 @@ class SimulatedCluster:
     def _held(self) -> dict[str, dict[str, int]]:
         return {n.node_id: {k: v for k, (_, v) in n.replicas.items()} for n in self.nodes if n.alive}
 
-    def beat(self, node: SimulatedNode, timeout: float = 30.0) -> tuple[float, control_pb2.HeartbeatReply]:
+    def beat(
+        self, node: SimulatedNode, timeout: float = 30.0, held: dict[str, dict[str, int]] | None = None
+    ) -> tuple[float, control_pb2.HeartbeatReply]:
         """One heartbeat of `node`; returns its wall time in seconds and the reply, which the node adopts."""
-        request = node.request(self.versions, self._held())
+        request = node.request(self.versions, held or self._held(), time.monotonic() - self.committed_at)
         started = time.perf_counter()
         reply = self._stub.Heartbeat(request, timeout=timeout)
         took = time.perf_counter() - started
@@ -134,19 +153,29 @@ class SimulatedCluster:
             node.replicas.pop(partition_key(store), None)
         for held in reply.demoted:
             node.primaries.pop(partition_key(held.store), None)
+        node.groups_epoch = reply.groups_epoch
+        if reply.reports_epoch and node.pending_reports is not None:
+            node.sent_reports = node.pending_reports
+        node.reports_epoch = reply.reports_epoch
 
-    def beat_all(self, rounds: int = 1) -> list[float]:
-        """`rounds` heartbeats of every live node; their wall times."""
+    def beat_all(self, rounds: int = 1, parallel: int = 1) -> list[float]:
+        """`rounds` heartbeats of every live node, `parallel` of them at a time (real nodes beat side by side);
+        their wall times."""
         times = []
         for _ in range(rounds):
-            for node in self.live:
-                times.append(self.beat(node)[0])
+            held = self._held()
+            if parallel <= 1:
+                times += [self.beat(node, held=held)[0] for node in self.live]
+                continue
+            with ThreadPoolExecutor(parallel) as pool:
+                times += [took for took, _ in pool.map(lambda node, held=held: self.beat(node, held=held), self.live)]
         return times
 
     def commit_all(self) -> None:
         """Every partition commits a version; replicas follow (instant replication)."""
         for key in self.versions:
             self.versions[key] += 1
+        self.committed_at = time.monotonic()
         for node in self.live:
             node.replicas = {k: (s, self.versions[k]) for k, (s, _) in node.replicas.items()}
 
@@ -232,3 +261,107 @@ def wait_serving(address: str, timeout: float = 30.0) -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+
+
+def free_port() -> int:
+    """A port nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class ControllerMeasure:
+    """What the controller cost at one size, driven by simulated nodes (`measure_controller`)."""
+
+    nodes: int
+    partitions: int
+    place_all_seconds: float  # from registration until every partition's primary knows its group
+    place_all_cpu_seconds: float
+    heartbeat_cpu_ms_unchanged: float  # controller CPU per heartbeat whose reports did not change
+    heartbeat_cpu_ms_new_versions: float  # ... per heartbeat right after every partition committed
+    status_seconds: float  # one `statestore status` call
+    loss_replan_seconds: float  # the re-plan that placed a dead node's roles elsewhere
+    loss_replan_groups: int
+    failover_replan_seconds: float  # the re-plan after its primaries moved to their replica holders
+    failover_replan_groups: int
+
+    def to_json(self) -> dict[str, float | int]:
+        """The measure as a JSON object."""
+        return dict(self.__dict__)
+
+
+def measure_controller(
+    nodes: int,
+    partitions: int,
+    log_path: Path | None = None,
+    rounds: int = 8,
+    dead_after: float = 5.0,
+    progress: Callable[[str], None] = lambda _line: None,
+) -> ControllerMeasure:
+    """Run `statestore controller` as a process and drive it with `nodes` simulated nodes holding `partitions`
+    task partitions (q=1): how long placing them all takes, the controller's CPU per heartbeat with unchanged
+    reports and with new versions (over `rounds` heartbeats of every node), a status call, and the re-plans after
+    a node's loss (it stops heartbeating: dead after `dead_after`) and after its primaries fail over."""
+    port = free_port()
+    controller = start_controller_process(
+        port, 1, ["--dead-after", str(dead_after), "--rereplication-delay", "0"], log_path
+    )
+    address = f"127.0.0.1:{port}"
+    cluster = None
+    try:
+        wait_serving(address)
+        cpu = lambda: process_cpu_seconds(controller.pid)  # noqa: E731
+        cluster = SimulatedCluster(address, nodes, partitions)
+        started, cpu_started = time.perf_counter(), cpu()
+        cluster.register_all()
+        while not cluster.groups_complete(1):
+            cluster.beat_all(parallel=8)
+            if time.perf_counter() - started > 600:
+                raise TimeoutError(f"the controller placed not every group of {partitions} in 600 s")
+        place_all = (time.perf_counter() - started, cpu() - cpu_started)
+        progress(f"{partitions} partitions over {nodes} nodes placed in {place_all[0]:.2f} s")
+        cluster.beat_all()  # every node's reports kept, groups heard
+        before = cpu()
+        beats = len(cluster.beat_all(rounds))
+        unchanged = (cpu() - before) / beats * 1000
+        before, beats = cpu(), 0
+        for _ in range(rounds):
+            cluster.commit_all()
+            beats += len(cluster.beat_all())
+        new_versions = (cpu() - before) / beats * 1000
+        progress(f"heartbeat CPU: {unchanged:.2f} ms unchanged, {new_versions:.2f} ms with new versions")
+        status_seconds, status = cluster.status()
+        replans = status.placement.replans
+        dead = cluster.nodes[0]
+        cluster.kill(dead)
+        deadline = time.monotonic() + dead_after + 60
+        while status.placement.replans == replans or _alive(status, dead.node_id):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the controller did not re-plan around {dead.node_id} within {dead_after + 60} s")
+            cluster.beat_all(parallel=8)
+            status = cluster.status()[1]
+        loss = (status.placement.last_replan_seconds, status.placement.last_replan_groups)
+        progress(f"loss of {dead.node_id}: re-planned {loss[1]} groups in {loss[0]:.3f} s")
+        cluster.fail_over(dead)
+        replicas = min(1, len(cluster.live) - 1)
+        deadline = time.monotonic() + 60
+        while not cluster.groups_complete(replicas):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the failed-over partitions did not get their groups within 60 s")
+            cluster.beat_all(parallel=8)
+        status = cluster.status()[1]
+        failover = (status.placement.last_replan_seconds, status.placement.last_replan_groups)
+        progress(f"failover: re-planned {failover[1]} groups in {failover[0]:.3f} s")
+        return ControllerMeasure(
+            nodes, partitions, *place_all, unchanged, new_versions, status_seconds, *loss, *failover
+        )
+    finally:
+        if cluster is not None:
+            cluster.close()
+        controller.kill()
+        controller.wait()
+
+
+def _alive(status: control_pb2.StatusReply, node_id: str) -> bool:
+    return any(n.node.node_id == node_id and n.alive for n in status.nodes)

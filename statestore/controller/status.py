@@ -27,6 +27,9 @@ def build_status(
             replicas=plan.replicas,
             replans=chooser.replans,
             note=plan.note,
+            repairs=chooser.repairs,
+            last_replan_seconds=chooser.last_replan_seconds,
+            last_replan_groups=chooser.last_replan_groups,
         ),
     )
     records = membership.nodes()
@@ -134,7 +137,14 @@ def format_status(reply: control_pb2.StatusReply) -> str:
     placement = (
         f"placement: cost {cost.total:.4g} = traffic {cost.traffic:.4g} + load {cost.load:.4g} + migration "
         f"{cost.migration:.4g} (byte-hops; lower bound {cost.lower_bound:.4g}), {cost.replicas} replica(s) "
-        f"per partition, {cost.replans} re-plan(s)" + (f"\nnote: {cost.note}" if cost.note else "")
+        f"per partition, {cost.replans} re-plan(s)"
+        + (
+            f" ({cost.repairs} of them repairs), the last {cost.last_replan_seconds * 1000:.0f} ms for "
+            f"{cost.last_replan_groups} group(s)"
+            if cost.replans
+            else ""
+        )
+        + (f"\nnote: {cost.note}" if cost.note else "")
     )
     return (
         f"replication factor q={reply.replication_factor}\n{placement}\n\nNODES\n"

@@ -56,6 +56,8 @@ class Heartbeater:
         self._stop = threading.Event()
         self._wake = threading.Event()  # a heartbeat is wanted before the interval ends (request_beat)
         self._groups_epoch = 0  # the groups_epoch of the last reply applied (statestore.controller.sent_groups)
+        self._reports_epoch = 0  # under which the controller keeps this node's last reports (0: send them in full)
+        self._sent_reports = b""  # those reports, as `_request` compares them
         self._beat_lock = threading.Lock()
         self._failures = 0
         self._registered = False
@@ -95,17 +97,8 @@ class Heartbeater:
                     self._stub.Register(control_pb2.RegisterRequest(node=self._node), timeout=2.0)
                     self._registered = True
                     log_event(_log, "registered", controller=self._settings.controller, node=self._node.node_id)
-                reply = self._stub.Heartbeat(
-                    control_pb2.HeartbeatRequest(
-                        node=self._node,
-                        primaries=self._primaries(),
-                        replicas_held=self._replicas_held(),
-                        opened_ahead=self._opened_ahead_now(),
-                        opens_ahead=time.monotonic() - self._incoming_asked_at < _OPENS_AHEAD_SILENCE_SECONDS,
-                        groups_epoch=self._groups_epoch,
-                    ),
-                    timeout=2.0,
-                )
+                request, reports = self._request()
+                reply = self._stub.Heartbeat(request, timeout=2.0)
             except grpc.RpcError as exc:
                 self._failures += 1
                 if self._failures == 1 or self._failures % 20 == 0:
@@ -129,11 +122,27 @@ class Heartbeater:
                 self._on_retired(list(reply.retired_replicas))
             self._on_groups(list(reply.groups))
             self._groups_epoch = reply.groups_epoch
+            if reply.reports_epoch and reports is not None:
+                self._sent_reports = reports  # the controller keeps these under reply.reports_epoch
+            self._reports_epoch = reply.reports_epoch
             self._incoming = [normalized(store) for store in reply.incoming]
             keys = {partition_key(store) for store in self._incoming}
             with self._ahead_lock:
                 self._opened_ahead = {k: v for k, v in self._opened_ahead.items() if k in keys}
         return True
+
+    def _request(self) -> tuple[control_pb2.HeartbeatRequest, bytes | None]:
+        """The heartbeat to send, and the reports it carries as `reports_fingerprint` bytes (None: it carries
+        none, since the controller keeps the same under `reports_epoch`)."""
+        request = control_pb2.HeartbeatRequest(
+            node=self._node,
+            primaries=self._primaries(),
+            replicas_held=self._replicas_held(),
+            opened_ahead=self._opened_ahead_now(),
+            opens_ahead=time.monotonic() - self._incoming_asked_at < _OPENS_AHEAD_SILENCE_SECONDS,
+            groups_epoch=self._groups_epoch,
+        )
+        return compact(request, self._reports_epoch, self._sent_reports)
 
     @property
     def incoming(self) -> list[common_pb2.StoreRef]:
@@ -176,3 +185,28 @@ class Heartbeater:
             self._thread.join(timeout=5)
         if self._channel is not None:
             self._channel.close()
+
+
+def reports_fingerprint(request: control_pb2.HeartbeatRequest) -> bytes:
+    """A heartbeat's reports (primaries and replicas held) as bytes that stay the same while only the seconds since
+    their commits and loads grow."""
+    copy = control_pb2.HeartbeatRequest(primaries=request.primaries, replicas_held=request.replicas_held)
+    for report in copy.primaries:
+        report.seconds_since_commit = 0.0
+        if report.HasField("last_load"):
+            report.last_load.seconds_ago = 0.0
+    return copy.SerializeToString(deterministic=True)
+
+
+def compact(
+    request: control_pb2.HeartbeatRequest, reports_epoch: int, sent: bytes
+) -> tuple[control_pb2.HeartbeatRequest, bytes | None]:
+    """`request` without its reports when they are the `sent` ones the controller keeps under `reports_epoch`
+    (with the fingerprint None), else as it is with its reports' fingerprint."""
+    fingerprint = reports_fingerprint(request)
+    if reports_epoch and fingerprint == sent:
+        del request.primaries[:]
+        del request.replicas_held[:]
+        request.reports_epoch = reports_epoch
+        return request, None
+    return request, fingerprint

@@ -226,20 +226,22 @@ class SparkPlace(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., state_root: _Optional[str] = ..., executor_id: _Optional[str] = ..., executor_host: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("node", "primaries", "replicas_held", "opened_ahead", "opens_ahead", "groups_epoch")
+    __slots__ = ("node", "primaries", "replicas_held", "opened_ahead", "opens_ahead", "groups_epoch", "reports_epoch")
     NODE_FIELD_NUMBER: _ClassVar[int]
     PRIMARIES_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_HELD_FIELD_NUMBER: _ClassVar[int]
     OPENED_AHEAD_FIELD_NUMBER: _ClassVar[int]
     OPENS_AHEAD_FIELD_NUMBER: _ClassVar[int]
     GROUPS_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_EPOCH_FIELD_NUMBER: _ClassVar[int]
     node: NodeRef
     primaries: _containers.RepeatedCompositeFieldContainer[PrimaryReport]
     replicas_held: _containers.RepeatedCompositeFieldContainer[_common_pb2.VersionHeld]
     opened_ahead: _containers.RepeatedCompositeFieldContainer[_common_pb2.VersionHeld]
     opens_ahead: bool
     groups_epoch: int
-    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., primaries: _Optional[_Iterable[_Union[PrimaryReport, _Mapping]]] = ..., replicas_held: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opened_ahead: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opens_ahead: _Optional[bool] = ..., groups_epoch: _Optional[int] = ...) -> None: ...
+    reports_epoch: int
+    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., primaries: _Optional[_Iterable[_Union[PrimaryReport, _Mapping]]] = ..., replicas_held: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opened_ahead: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opens_ahead: _Optional[bool] = ..., groups_epoch: _Optional[int] = ..., reports_epoch: _Optional[int] = ...) -> None: ...
 
 class ReplicaGroup(_message.Message):
     __slots__ = ("store", "primary_node", "replicas")
@@ -252,18 +254,20 @@ class ReplicaGroup(_message.Message):
     def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[NodeRef, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("groups", "demoted", "retired_replicas", "incoming", "groups_epoch")
+    __slots__ = ("groups", "demoted", "retired_replicas", "incoming", "groups_epoch", "reports_epoch")
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     DEMOTED_FIELD_NUMBER: _ClassVar[int]
     RETIRED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     INCOMING_FIELD_NUMBER: _ClassVar[int]
     GROUPS_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_EPOCH_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[ReplicaGroup]
     demoted: _containers.RepeatedCompositeFieldContainer[_common_pb2.VersionHeld]
     retired_replicas: _containers.RepeatedCompositeFieldContainer[_common_pb2.StoreRef]
     incoming: _containers.RepeatedCompositeFieldContainer[_common_pb2.StoreRef]
     groups_epoch: int
-    def __init__(self, groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ..., demoted: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., retired_replicas: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ..., incoming: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ..., groups_epoch: _Optional[int] = ...) -> None: ...
+    reports_epoch: int
+    def __init__(self, groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ..., demoted: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., retired_replicas: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ..., incoming: _Optional[_Iterable[_Union[_common_pb2.StoreRef, _Mapping]]] = ..., groups_epoch: _Optional[int] = ..., reports_epoch: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()
@@ -322,7 +326,7 @@ class PartitionStatus(_message.Message):
     def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., primary_node: _Optional[str] = ..., primary_version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., increment_bytes: _Optional[int] = ..., state_bytes: _Optional[int] = ..., last_load: _Optional[_Union[LoadReport, _Mapping]] = ..., steered_to: _Optional[str] = ..., load: _Optional[_Union[PartitionLoad, _Mapping]] = ...) -> None: ...
 
 class PlacementStatus(_message.Message):
-    __slots__ = ("total", "traffic", "load", "migration", "lower_bound", "replicas", "replans", "note")
+    __slots__ = ("total", "traffic", "load", "migration", "lower_bound", "replicas", "replans", "note", "repairs", "last_replan_seconds", "last_replan_groups")
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     TRAFFIC_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
@@ -331,6 +335,9 @@ class PlacementStatus(_message.Message):
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     REPLANS_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    REPAIRS_FIELD_NUMBER: _ClassVar[int]
+    LAST_REPLAN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LAST_REPLAN_GROUPS_FIELD_NUMBER: _ClassVar[int]
     total: float
     traffic: float
     load: float
@@ -339,7 +346,10 @@ class PlacementStatus(_message.Message):
     replicas: int
     replans: int
     note: str
-    def __init__(self, total: _Optional[float] = ..., traffic: _Optional[float] = ..., load: _Optional[float] = ..., migration: _Optional[float] = ..., lower_bound: _Optional[float] = ..., replicas: _Optional[int] = ..., replans: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+    repairs: int
+    last_replan_seconds: float
+    last_replan_groups: int
+    def __init__(self, total: _Optional[float] = ..., traffic: _Optional[float] = ..., load: _Optional[float] = ..., migration: _Optional[float] = ..., lower_bound: _Optional[float] = ..., replicas: _Optional[int] = ..., replans: _Optional[int] = ..., note: _Optional[str] = ..., repairs: _Optional[int] = ..., last_replan_seconds: _Optional[float] = ..., last_replan_groups: _Optional[int] = ...) -> None: ...
 
 class StatusReply(_message.Message):
     __slots__ = ("replication_factor", "nodes", "partitions", "placement", "operations")
