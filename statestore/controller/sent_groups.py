@@ -1,10 +1,12 @@
 """What each node last heard of its replica groups, so that a heartbeat carries only the groups that changed.
 
 A node echoes the `groups_epoch` of the last reply it applied. When that is the epoch the controller last answered
-it with, the reply lists only the groups that changed since (none, in O(1), when neither the plan nor membership
-moved: `ReplicaGroups.generation`, `Membership.changes`); otherwise every group of the node's primaries, under a
-new epoch. A lost reply, a restarted node (epoch 0) or a restarted controller (epochs start at a random number)
-so gets every group again, never a delta against a state it does not have.
+it with, the reply lists only the groups that changed since (none, in O(1), when neither the plan, membership nor the
+partitions the node reports moved: `ReplicaGroups.generation`, `Membership.changes`, `NodeRecord.keys_version`);
+otherwise every group of the node's primaries, under a new epoch. Only partitions the node itself claims count: a
+node ignores the group of one it is not primary of (yet). A lost reply, a restarted node (epoch 0) or a restarted
+controller (epochs start at a random number) so gets every group again, never a delta against a state it does not
+have.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from statestore.rpc import control_pb2
 @dataclass(frozen=True)
 class _Sent:
     epoch: int
-    stamp: tuple  # (plan generation, membership changes) the groups were computed at
+    stamp: tuple  # (plan generation, membership changes, the node's keys version) the groups were computed at
     groups: dict[str, tuple[tuple[str, str], ...]]  # partition key -> replicas as (node id, address)
 
 
@@ -39,13 +41,17 @@ class SentGroups:
         self, node_id: str, echoed: int, plan: PlanInForce
     ) -> tuple[list[control_pb2.ReplicaGroup], int]:
         """The groups to send `node_id`, whose last applied reply had epoch `echoed`, and the reply's epoch."""
-        stamp = (self._chooser.generation, self._membership.changes)
+        node = self._membership.node(node_id)
+        claimed = node.primaries if node is not None else {}
+        stamp = (self._chooser.generation, self._membership.changes, node.keys_version if node is not None else 0)
         with self._lock:
             sent = self._sent.get(node_id)
         delta = sent is not None and echoed == sent.epoch
         if delta and sent.stamp == stamp:
             return [], sent.epoch
-        records = {p.key: p for p in self._membership.primaries_of(node_id)}
+        # Only the partitions the node claims: it applies no group of a partition it is not primary of, so one
+        # sent before it claims it (a restarted node's first heartbeat) must be sent again once it does.
+        records = {p.key: p for p in self._membership.primaries_of(node_id) if p.key in claimed}
         now: dict[str, tuple[tuple[str, str], ...]] = {}
         for key in records:
             members = self._chooser.choose_replica_group(key, node_id, plan)
