@@ -66,6 +66,17 @@ def test_a_node_hears_every_group_once_then_only_those_that_changed() -> None:
     assert len(lost_reply.groups) == 3  # the node did not apply the last reply: it gets every group again
 
 
+def test_a_restarted_node_gets_its_groups_once_it_claims_its_partitions_again() -> None:
+    service = ControlService(Membership(dead_after=3.0, clock=FakeClock()), replication_factor=1, heartbeat_interval=0.5)
+    service.Heartbeat(_request("b", []), _Context())
+    first = service.Heartbeat(_request("a", [0, 1]), _Context())
+    assert len(first.groups) == 2
+    restarted = service.Heartbeat(_request("a", []), _Context())  # a new process: nothing committed yet
+    assert list(restarted.groups) == []  # a group it is not primary of yet would be ignored
+    claimed = service.Heartbeat(_request("a", [0, 1], groups_epoch=restarted.groups_epoch), _Context())
+    assert sorted(g.store.store_id for g in claimed.groups) == ["0/0/default", "0/1/default"]
+
+
 def test_a_new_partition_is_placed_by_a_repair_that_leaves_every_other_group_as_it_was() -> None:
     clock = FakeClock()
     membership = Membership(dead_after=3.0, clock=clock)
