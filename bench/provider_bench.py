@@ -30,6 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from process_sampler import ProcessSampler  # noqa: E402
+
 from spark_provider.settings import PROVIDER_CLASS, SPARK_HDFS_PROVIDER, SPARK_ROCKSDB_PROVIDER  # noqa: E402
 
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -225,7 +227,9 @@ def run_session(master: str, names: list[str], work: Path, workload: Workload, p
             for name in order:
                 print(f"round {number}/2: running {name} ...", flush=True)
                 started = time.time()
+                sampler = ProcessSampler().start()
                 figures, digest = run_provider(spark, name, work / "input", work, workload.batches)
+                figures["usage"] = sampler.stop().to_json()
                 rounds[name].append(figures)
                 if digests.setdefault(name, digest) != digest:
                     digests[name] = []  # the two rounds disagree: no provider matches this
@@ -247,7 +251,9 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "batches": sum(run["batches"] for run in runs),
         "state_rows": first["state_rows"],
         "rounds": [{k: run[k] for k in ("batch_ms_median", "commit_ms_median", "batch_ms_per_batch",
-                                        "commit_ms_per_batch")} for run in runs],
+                                        "commit_ms_per_batch", "usage")} for run in runs],
+        "memory_peak_mb": memory_peaks([run["usage"] for run in runs]),
+        "cpu_s": statistics.mean(run["usage"]["cpu_s_total"] for run in runs),
     }
     if "statestore_metrics_per_batch" in first:
         per_batch = {k: [v for run in runs for v in run["statestore_metrics_per_batch"][k]]
@@ -257,6 +263,24 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return figures
 
 
+def memory_peaks(usages: list[dict[str, Any]]) -> dict[str, float]:
+    """Peak resident memory (MiB) over runs: of the largest executor (in `local[N]` the driver's JVM is the
+    executor), of the largest state node and of the driver's Python process (which hosts our controller), and the
+    largest sum at one sample of the executors and nodes together."""
+
+    def peak(role: str, kind: str = "peak_process_mb") -> float:
+        return max((u[kind].get(role, 0.0) for u in usages), default=0.0)
+
+    executor = peak("executor") or peak("driver_jvm")
+    executors_total = peak("executor", "peak_total_mb") or peak("driver_jvm", "peak_total_mb")
+    return {
+        "executor": round(executor, 1),
+        "node": round(peak("node"), 1),
+        "controller": round(peak("driver_python"), 1),
+        "executors_and_nodes_total": round(executors_total + peak("node", "peak_total_mb"), 1),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -264,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="JSON file to write (a PNG is written next to it)")
     parser.add_argument("--partitions", type=int, default=2, help="spark.sql.shuffle.partitions")
     parser.add_argument("--no-q1", action="store_true", help="skip the replicated run on local-cluster")
+    parser.add_argument("--executors", type=int, default=2,
+                        help="executors of the replicated run's local-cluster (one core each; default 2)")
     args = parser.parse_args(argv)
     workload = QUICK if args.quick else FULL
 
@@ -280,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_q1:
             # Ours with replication on needs executors on other nodes: local-cluster, one core each, beside Spark's
             # RocksDB with changelog checkpointing run in the same application as the ratio's baseline.
-            q1, q1_digests = run_session(f"local-cluster[{args.partitions},1,2048]",
+            q1, q1_digests = run_session(f"local-cluster[{args.executors},1,2048]",
                                          ["statestore", BASELINE], work, workload, args.partitions, 1)
             results["statestore_q1"] = {**q1["statestore"], "baseline_batch_ms_median": q1[BASELINE]["batch_ms_median"],
                                         "baseline_commit_ms_median": q1[BASELINE]["commit_ms_median"]}
@@ -297,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         q1 = results["statestore_q1"]
         batch_ratio = q1["batch_ms_median"] / q1["baseline_batch_ms_median"]
         commit_ratio = q1["commit_ms_median"] / max(q1["baseline_commit_ms_median"], 1)
-        print(f"\nstatestore_q1 (q=1 on local-cluster[{args.partitions},1,2048]): batch "
+        print(f"\nstatestore_q1 (q=1 on local-cluster[{args.executors},1,2048]): batch "
               f"{q1['batch_ms_median']:.0f} ms, {batch_ratio:.2f}x of RocksDB with changelog checkpointing in the same "
               f"cluster ({q1['baseline_batch_ms_median']:.0f} ms); commit {q1['commit_ms_median']:.0f} ms, "
               f"{commit_ratio:.2f}x")

@@ -67,7 +67,8 @@ def test_a_node_hears_every_group_once_then_only_those_that_changed() -> None:
 
 
 def test_a_restarted_node_gets_its_groups_once_it_claims_its_partitions_again() -> None:
-    service = ControlService(Membership(dead_after=3.0, clock=FakeClock()), replication_factor=1, heartbeat_interval=0.5)
+    membership = Membership(dead_after=3.0, clock=FakeClock())
+    service = ControlService(membership, replication_factor=1, heartbeat_interval=0.5)
     service.Heartbeat(_request("b", []), _Context())
     first = service.Heartbeat(_request("a", [0, 1]), _Context())
     assert len(first.groups) == 2
