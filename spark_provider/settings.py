@@ -48,8 +48,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("write_buffer_size_mb", PREFIX + "writeBufferSizeMB", "64", "RocksDB memtable size per column family.",
             Integer(1)),
     Setting("block_cache_size_mb", PREFIX + "blockCacheSizeMB", "64",
-            "RocksDB block cache shared by all stores of an executor.",
+            "RocksDB block cache shared by all stores of an executor, when `memory_budget_mb` is 0.",
             Integer(1)),
+    Setting("memory_budget_mb", PREFIX + "memoryBudgetMB", "256",
+            "RocksDB memory of all the stores of an executor together: one block cache of this size holds their "
+            "blocks and, charged to it by a write buffer manager of half its size, their write buffers (RocksDB "
+            "flushes the largest when they hold more), as Spark's RocksDB provider's bounded mode; 0: unbounded "
+            "(`block_cache_size_mb` of cache, `write_buffer_size_mb` per column family and store).",
+            Integer(0)),
+    Setting("node_memory_budget_mb", PREFIX + "nodeMemoryBudgetMB", "128",
+            "RocksDB memory of all the replicas an executor's state node holds, in the same way as "
+            "`memory_budget_mb`; 0: unbounded (8 MiB of cache per replica). `statestore status` shows what each "
+            "node holds.",
+            Integer(0)),
     Setting("min_deltas_for_snapshot", "spark.sql.streaming.stateStore.minDeltasForSnapshot", "10",
             "Spark's setting: a snapshot every this many versions (uploaded in the background).",
             Integer(1)),

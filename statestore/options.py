@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 
-from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options
+from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, WriteBufferManager
+
+
+@dataclass(frozen=True)
+class SharedMemory:
+    """One block cache for many stores, with their write buffers charged to it by a write buffer manager (at most
+    half of it): RocksDB flushes the largest memtables when they hold more, so the stores' RocksDB memory together
+    stays near `budget_mb` (Spark's RocksDB provider's bounded mode, RocksDB's "cost memtable to block cache")."""
+
+    budget_mb: int
+    cache: Cache = field(compare=False, repr=False)
+    write_buffers: WriteBufferManager = field(compare=False, repr=False)
+
+    def usage_bytes(self) -> int:
+        """RocksDB memory the stores hold now: cached blocks and, charged to the cache, their memtables."""
+        return int(self.cache.get_usage())
+
+
+@functools.cache
+def shared_memory(budget_mb: int) -> SharedMemory:
+    """The process's shared RocksDB memory of `budget_mb` MiB (one per budget: a node has one)."""
+    budget = budget_mb * 1024 * 1024
+    cache = Cache(budget)
+    write_buffers = WriteBufferManager.new_write_buffer_manager_with_cache(budget // 2, False, cache)
+    return SharedMemory(budget_mb, cache, write_buffers)
 
 
 @dataclass(frozen=True)
@@ -25,6 +50,9 @@ class StoreOptions:
     # The local store is a cache of the checkpoint location, so its WAL need not be fsynced per commit;
     # the WAL still makes each commit's write batch atomic across a crash.
     sync_writes: bool = False
+    # Set: the store's blocks and write buffers count against this budget shared with other stores (then
+    # `block_cache_mb` is unused); None: a cache of `block_cache_mb` of its own and unbounded write buffers.
+    shared: SharedMemory | None = None
 
     def rocksdb_options(self, create: bool) -> Options:
         """rocksdict Options for the database and each of its column families."""
@@ -37,7 +65,12 @@ class StoreOptions:
         if self.lz4_compression:
             options.set_compression_type(DBCompressionType.lz4())
         table = BlockBasedOptions()
-        table.set_block_cache(Cache(self.block_cache_mb * 1024 * 1024))
+        if self.shared is not None:
+            table.set_block_cache(self.shared.cache)
+            table.set_cache_index_and_filter_blocks(True)
+            options.set_write_buffer_manager(self.shared.write_buffers)
+        else:
+            table.set_block_cache(Cache(self.block_cache_mb * 1024 * 1024))
         table.set_bloom_filter(self.bloom_bits_per_key, False)
         options.set_block_based_table_factory(table)
         return options

@@ -63,6 +63,8 @@ class NodeRecord:
     replica_reports: dict[str, common_pb2.VersionHeld] = field(default_factory=dict)  # key -> store, version, size
     keys_version: int = 0  # bumped whenever the partitions it claims or holds replicas of change
     reports_epoch: int = 0  # under which its last full reports are kept (HeartbeatRequest.reports_epoch)
+    rocksdb_memory_bytes: int = 0  # as its last heartbeat reported
+    open_files: int = 0
     opens_ahead: bool = False  # its executor opens copies of incoming partitions ahead of their moves
     opened_ahead: dict[str, int] = field(default_factory=dict)  # partition key -> version of the copy opened ahead
 
@@ -208,6 +210,8 @@ class Membership:
                 return 0
             record.opens_ahead = request.opens_ahead
             record.opened_ahead = {partition_key(h.store): h.version for h in request.opened_ahead}
+            record.rocksdb_memory_bytes = request.rocksdb_memory_bytes
+            record.open_files = request.open_files
             if request.reports_epoch:
                 return record.reports_epoch if request.reports_epoch == record.reports_epoch else 0
             claims = {}

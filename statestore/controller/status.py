@@ -51,6 +51,8 @@ def build_status(
                 replicas=len(record.replicas_held),
                 load_millis=load.millis if load else 0.0,
                 load_per_core=load.per_core if load else 0.0,
+                rocksdb_memory_bytes=record.rocksdb_memory_bytes,
+                open_files=record.open_files,
             )
         )
     by_id = {r.node_id: r for r in records}
@@ -109,6 +111,8 @@ def format_status(reply: control_pb2.StatusReply) -> str:
             str(n.primaries),
             str(n.replicas),
             _executor_load(n),
+            f"{n.rocksdb_memory_bytes / (1 << 20):.0f} MiB" if n.rocksdb_memory_bytes else "-",
+            str(n.open_files) if n.open_files else "-",
         ]
         for n in reply.nodes
     ]
@@ -149,7 +153,9 @@ def format_status(reply: control_pb2.StatusReply) -> str:
     return (
         f"replication factor q={reply.replication_factor}\n{placement}\n\nNODES\n"
         + _table(
-            ["node", "address", "executor", "state", "last heartbeat", "primaries", "replicas", "load/batch"], nodes
+            ["node", "address", "executor", "state", "last heartbeat", "primaries", "replicas", "load/batch",
+             "rocksdb memory", "open files"],
+            nodes,
         )
         + "\n\nPARTITIONS"
         + (f" of the query checkpointed at {roots[0]}" if len(roots) == 1 else "")

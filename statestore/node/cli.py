@@ -51,6 +51,12 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--sync-timeout", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument("--bootstrap-min-gap", type=int, default=16, metavar="VERSIONS")
     parser.add_argument("--bootstrap-mb-per-second", type=float, default=64)
+    parser.add_argument(
+        "--memory-budget-mb",
+        type=int,
+        default=128,
+        help="RocksDB memory of all the node's replicas together (block cache and write buffers); 0: unbounded",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument(
         "--local-socket", type=Path, metavar="PATH", help="serve the provider's local channel on this Unix socket"
@@ -90,6 +96,7 @@ def _run(args: argparse.Namespace) -> int:
         retry_max_backoff=args.retry_max_backoff,
         bootstrap_min_gap=args.bootstrap_min_gap,
         bootstrap_bytes_per_second=int(args.bootstrap_mb_per_second * MIB),
+        memory_budget_mb=args.memory_budget_mb,
         provider_dir=args.provider_dir,
         secret=secret_from_env(),
     )

@@ -9,6 +9,7 @@ and the replicas to delete (their partition was forgotten, or placement gave thi
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -141,6 +142,8 @@ class Heartbeater:
             opened_ahead=self._opened_ahead_now(),
             opens_ahead=time.monotonic() - self._incoming_asked_at < _OPENS_AHEAD_SILENCE_SECONDS,
             groups_epoch=self._groups_epoch,
+            rocksdb_memory_bytes=shared.usage_bytes() if (shared := self._settings.shared_memory) else 0,
+            open_files=_open_files(),
         )
         return compact(request, self._reports_epoch, self._sent_reports)
 
@@ -210,3 +213,11 @@ def compact(
         request.reports_epoch = reports_epoch
         return request, None
     return request, fingerprint
+
+
+def _open_files() -> int:
+    """File descriptors this process has open (0 where /proc does not tell)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from statestore.node.provider_paths import ProviderPaths
-from statestore.options import StoreOptions
+from statestore.options import SharedMemory, StoreOptions, shared_memory
 
 MIB = 1024 * 1024
 # Where a launcher that cannot pass `--rack` (e.g. a sidecar's) may name the node's rack.
@@ -68,7 +68,10 @@ class NodeSettings:
     # copy at up to this rate: the provider waits, so it is not throttled like a bootstrap; 0 is unthrottled.
     peer_fetch_bytes_per_second: int = 0
     store_write_buffer_mb: int = 8
-    store_block_cache_mb: int = 8
+    store_block_cache_mb: int = 8  # per replica, when memory_budget_mb is 0
+    # RocksDB memory of all the node's replicas together: one block cache of this size with their write buffers
+    # charged to it (statestore.options.SharedMemory); 0: each replica has a cache of its own (unbounded).
+    memory_budget_mb: int = 128
     # The directory the node's providers keep their stores beneath: the only place a local-channel frame may make
     # the node adopt a directory from (DEMOTE) or write a copy into (MATERIALIZE). Unset: the data dir's parent (a
     # sidecar's data dir is in its executor JVM's directory, beside the JVM's stores).
@@ -104,4 +107,10 @@ class NodeSettings:
         return StoreOptions(
             write_buffer_mb=self.store_write_buffer_mb * (0.75 + 0.5 * spread),
             block_cache_mb=self.store_block_cache_mb,
+            shared=self.shared_memory,
         )
+
+    @property
+    def shared_memory(self) -> SharedMemory | None:
+        """The RocksDB memory the node's replicas share (None: unbounded)."""
+        return shared_memory(self.memory_budget_mb) if self.memory_budget_mb > 0 else None

@@ -226,7 +226,7 @@ class SparkPlace(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., state_root: _Optional[str] = ..., executor_id: _Optional[str] = ..., executor_host: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("node", "primaries", "replicas_held", "opened_ahead", "opens_ahead", "groups_epoch", "reports_epoch")
+    __slots__ = ("node", "primaries", "replicas_held", "opened_ahead", "opens_ahead", "groups_epoch", "reports_epoch", "rocksdb_memory_bytes", "open_files")
     NODE_FIELD_NUMBER: _ClassVar[int]
     PRIMARIES_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_HELD_FIELD_NUMBER: _ClassVar[int]
@@ -234,6 +234,8 @@ class HeartbeatRequest(_message.Message):
     OPENS_AHEAD_FIELD_NUMBER: _ClassVar[int]
     GROUPS_EPOCH_FIELD_NUMBER: _ClassVar[int]
     REPORTS_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ROCKSDB_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OPEN_FILES_FIELD_NUMBER: _ClassVar[int]
     node: NodeRef
     primaries: _containers.RepeatedCompositeFieldContainer[PrimaryReport]
     replicas_held: _containers.RepeatedCompositeFieldContainer[_common_pb2.VersionHeld]
@@ -241,7 +243,9 @@ class HeartbeatRequest(_message.Message):
     opens_ahead: bool
     groups_epoch: int
     reports_epoch: int
-    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., primaries: _Optional[_Iterable[_Union[PrimaryReport, _Mapping]]] = ..., replicas_held: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opened_ahead: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opens_ahead: _Optional[bool] = ..., groups_epoch: _Optional[int] = ..., reports_epoch: _Optional[int] = ...) -> None: ...
+    rocksdb_memory_bytes: int
+    open_files: int
+    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., primaries: _Optional[_Iterable[_Union[PrimaryReport, _Mapping]]] = ..., replicas_held: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opened_ahead: _Optional[_Iterable[_Union[_common_pb2.VersionHeld, _Mapping]]] = ..., opens_ahead: _Optional[bool] = ..., groups_epoch: _Optional[int] = ..., reports_epoch: _Optional[int] = ..., rocksdb_memory_bytes: _Optional[int] = ..., open_files: _Optional[int] = ...) -> None: ...
 
 class ReplicaGroup(_message.Message):
     __slots__ = ("store", "primary_node", "replicas")
@@ -274,7 +278,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("node", "alive", "seconds_since_heartbeat", "primaries", "replicas", "load_millis", "load_per_core")
+    __slots__ = ("node", "alive", "seconds_since_heartbeat", "primaries", "replicas", "load_millis", "load_per_core", "rocksdb_memory_bytes", "open_files")
     NODE_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
     SECONDS_SINCE_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
@@ -282,6 +286,8 @@ class NodeStatus(_message.Message):
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     LOAD_MILLIS_FIELD_NUMBER: _ClassVar[int]
     LOAD_PER_CORE_FIELD_NUMBER: _ClassVar[int]
+    ROCKSDB_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OPEN_FILES_FIELD_NUMBER: _ClassVar[int]
     node: NodeRef
     alive: bool
     seconds_since_heartbeat: float
@@ -289,7 +295,9 @@ class NodeStatus(_message.Message):
     replicas: int
     load_millis: float
     load_per_core: float
-    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., alive: _Optional[bool] = ..., seconds_since_heartbeat: _Optional[float] = ..., primaries: _Optional[int] = ..., replicas: _Optional[int] = ..., load_millis: _Optional[float] = ..., load_per_core: _Optional[float] = ...) -> None: ...
+    rocksdb_memory_bytes: int
+    open_files: int
+    def __init__(self, node: _Optional[_Union[NodeRef, _Mapping]] = ..., alive: _Optional[bool] = ..., seconds_since_heartbeat: _Optional[float] = ..., primaries: _Optional[int] = ..., replicas: _Optional[int] = ..., load_millis: _Optional[float] = ..., load_per_core: _Optional[float] = ..., rocksdb_memory_bytes: _Optional[int] = ..., open_files: _Optional[int] = ...) -> None: ...
 
 class ReplicaStatus(_message.Message):
     __slots__ = ("node_id", "version_held", "lag_versions", "lag_bytes")

@@ -188,8 +188,7 @@ final class LocalChannel {
     if (settings.tlsKey != null) tls.put("STATESTORE_TLS_KEY", settings.tlsKey);
     if (settings.tlsCa != null) tls.put("STATESTORE_TLS_CA", settings.tlsCa);
     return new NodeSidecar.Spec(python(), executorId(), executorHost(), localMaster(), settings.nodePort,
-        settings.controller,
-        settings.warmUpMbPerSecond, settings.secret, tls);
+        settings.controller, settings.warmUpMbPerSecond, settings.nodeMemoryBudgetMb, settings.secret, tls);
   }
 
   private static String executorId() {

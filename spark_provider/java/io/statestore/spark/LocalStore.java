@@ -19,6 +19,7 @@ import org.rocksdb.CompressionType;
 import org.rocksdb.DBOptions;
 import org.rocksdb.FlushOptions;
 import org.rocksdb.LRUCache;
+import org.rocksdb.WriteBufferManager;
 import org.rocksdb.Options;
 import org.rocksdb.ReadOptions;
 import org.rocksdb.RocksDB;
@@ -53,7 +54,13 @@ final class LocalStore implements AutoCloseable {
     RocksDB.loadLibrary();
   }
 
+  /** The block cache of every store of this JVM; in bounded mode their write buffers are charged to it too. */
   private static volatile Cache sharedCache;
+  /** Bounded mode ({@code memoryBudgetMB} over 0): the write buffer manager every store's memtables count against,
+   * at most half the budget, charged to {@link #sharedCache}: RocksDB flushes the largest memtables beyond it. */
+  private static volatile WriteBufferManager sharedWriteBuffers;
+  /** Stores open in this JVM: each reports its share of the shared memory ({@link #memoryShare}). */
+  private static final java.util.concurrent.atomic.AtomicInteger OPEN = new java.util.concurrent.atomic.AtomicInteger();
   /**
    * L0 files before RocksDB compacts them into the level below (its default: 4). A partition's L0 files come from
    * its snapshots' flushes, one per {@code minDeltasForSnapshot} versions, and a copy a node makes of its replica
@@ -101,6 +108,7 @@ final class LocalStore implements AutoCloseable {
         .setMaxOpenFiles(-1).setMaxBackgroundJobs(2).setSkipStatsUpdateOnDbOpen(true)
         .setSkipCheckingSstFileSizesOnDbOpen(true);
     this.cfOptions = columnFamilyOptions(settings);
+    if (sharedWriteBuffers != null) dbOptions.setWriteBufferManager(sharedWriteBuffers);
     this.writeOptions = new WriteOptions().setDisableWAL(true).setSync(false);
     List<String> names = new ArrayList<>();
     names.add(DEFAULT_CF);
@@ -118,6 +126,7 @@ final class LocalStore implements AutoCloseable {
     List<ColumnFamilyHandle> hs = new ArrayList<>();
     dir.mkdirs();
     this.db = RocksDB.open(dbOptions, dir.getPath(), descriptors, hs);
+    OPEN.incrementAndGet();
     for (int i = 0; i < names.size(); i++) handles.put(names.get(i), hs.get(i));
     loadMeta();
   }
@@ -134,11 +143,25 @@ final class LocalStore implements AutoCloseable {
   private static ColumnFamilyOptions columnFamilyOptions(ProviderSettings s) {
     if (sharedCache == null) {
       synchronized (LocalStore.class) {
-        if (sharedCache == null) sharedCache = new LRUCache(s.blockCacheSizeMb * 1024L * 1024L);
+        if (sharedCache == null) {
+          if (s.memoryBudgetMb > 0) {
+            // As Spark's RocksDB provider's bounded mode: one cache holds blocks, index and filter blocks (high
+            // priority) and, through the write buffer manager, the memtables.
+            long budget = s.memoryBudgetMb * 1024L * 1024L;
+            sharedCache = new LRUCache(budget, -1, false, 0.1);
+            sharedWriteBuffers = new WriteBufferManager(budget / 2, sharedCache);
+          } else {
+            sharedCache = new LRUCache(s.blockCacheSizeMb * 1024L * 1024L);
+          }
+        }
       }
     }
     BlockBasedTableConfig table = new BlockBasedTableConfig().setBlockCache(sharedCache)
         .setFilterPolicy(new BloomFilter(10, false)).setBlockSize(16 * 1024);
+    if (sharedWriteBuffers != null) {
+      table.setCacheIndexAndFilterBlocks(true).setCacheIndexAndFilterBlocksWithHighPriority(true)
+          .setPinL0FilterAndIndexBlocksInCache(true);
+    }
     return new ColumnFamilyOptions().setTableFormatConfig(table)
         .setCompressionType(CompressionType.LZ4_COMPRESSION)
         .setWriteBufferSize(s.writeBufferSizeMb * 1024L * 1024L)
@@ -661,9 +684,20 @@ final class LocalStore implements AutoCloseable {
     for (ColumnFamilyHandle h : handles.values()) h.close();
     handles.clear();
     db.close();
+    OPEN.decrementAndGet();
     writeOptions.close();
     cfOptions.close();
     dbOptions.close();
+  }
+
+  /**
+   * This store's share of the RocksDB memory its JVM's stores hold together (the shared cache's usage, memtables
+   * included in bounded mode, over the stores open): Spark sums a metric over the partitions, so the sum is the
+   * executors' total.
+   */
+  static long memoryShare() {
+    Cache cache = sharedCache;
+    return cache == null ? 0 : cache.getUsage() / Math.max(1, OPEN.get());
   }
 
   static byte[] u64(long v) {

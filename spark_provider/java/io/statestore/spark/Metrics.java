@@ -55,6 +55,9 @@ final class Metrics {
   static final StateStoreCustomMetric SST_BYTES =
       new StateStoreCustomSizeMetric("statestoreSstBytes", "statestore: size of local SST files", false);
 
+  static final StateStoreCustomMetric MEMORY_BYTES = new StateStoreCustomSizeMetric("statestoreMemoryBytes",
+      "statestore: RocksDB memory of the executors' stores (block cache and, bounded, write buffers)", false);
+
   static final List<StateStoreCustomMetric> ALL = all();
 
   private static List<StateStoreCustomMetric> all() {
@@ -64,6 +67,7 @@ final class Metrics {
         LOAD_OPENED_AHEAD, LOAD_INCREMENT_PENDING_TIME));
     l.addAll(LOAD_SOURCE.values());
     l.add(SST_BYTES);
+    l.add(MEMORY_BYTES);
     return List.copyOf(l);
   }
 

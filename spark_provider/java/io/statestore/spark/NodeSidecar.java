@@ -33,12 +33,14 @@ final class NodeSidecar {
 
   /** How to start the node: interpreter, identity and controller, from the provider's settings. */
   record Spec(String python, String executorId, String executorHost, boolean localMaster, int port,
-      String controller, double warmUpMbPerSecond, String secret, java.util.Map<String, String> tlsEnvironment) {
+      String controller, double warmUpMbPerSecond, long memoryBudgetMb, String secret,
+      java.util.Map<String, String> tlsEnvironment) {
     /** Without the secret, which never goes to a log. */
     @Override
     public String toString() {
       return "Spec[python=" + python + ", executorId=" + executorId + ", executorHost=" + executorHost
-          + ", localMaster=" + localMaster + ", port=" + port + ", controller=" + controller + ", warmUpMbPerSecond=" + warmUpMbPerSecond + "]";
+          + ", localMaster=" + localMaster + ", port=" + port + ", controller=" + controller + ", warmUpMbPerSecond="
+          + warmUpMbPerSecond + ", memoryBudgetMb=" + memoryBudgetMb + "]";
     }
   }
 
@@ -100,6 +102,8 @@ final class NodeSidecar {
     }
     cmd.add("--bootstrap-mb-per-second");
     cmd.add(Double.toString(spec.warmUpMbPerSecond()));
+    cmd.add("--memory-budget-mb");
+    cmd.add(Long.toString(spec.memoryBudgetMb()));
     if (spec.controller() != null) {
       cmd.add("--controller");
       cmd.add(spec.controller());

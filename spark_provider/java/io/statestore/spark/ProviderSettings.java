@@ -10,6 +10,10 @@ final class ProviderSettings {
   final int zstdLevel;
   final long writeBufferSizeMb;
   final long blockCacheSizeMb;
+  /** RocksDB memory of this JVM's stores, block cache and write buffers together; 0: unbounded. */
+  final long memoryBudgetMb;
+  /** RocksDB memory of the state node's replicas, handed to the sidecar this JVM starts; 0: unbounded. */
+  final long nodeMemoryBudgetMb;
   final int minDeltasForSnapshot;
   final int minVersionsToRetain;
   final boolean commitValidation;
@@ -67,6 +71,8 @@ final class ProviderSettings {
     zstdLevel = "none".equals(compression) ? 0 : level;
     writeBufferSizeMb = read.integer("writeBufferSizeMB", "64", 1, Integer.MAX_VALUE);
     blockCacheSizeMb = read.integer("blockCacheSizeMB", "64", 1, Integer.MAX_VALUE);
+    memoryBudgetMb = read.integer("memoryBudgetMB", "256", 0, Integer.MAX_VALUE);
+    nodeMemoryBudgetMb = read.integer("nodeMemoryBudgetMB", "128", 0, Integer.MAX_VALUE);
     this.minDeltasForSnapshot = Math.max(1, minDeltasForSnapshot);
     this.minVersionsToRetain = Math.max(1, minVersionsToRetain);
     this.commitValidation = commitValidation;

@@ -428,6 +428,7 @@ public final class StatestoreStore implements StateStore {
       }
     }
     custom.put(Metrics.SST_BYTES, local.sstBytes());
+    custom.put(Metrics.MEMORY_BYTES, LocalStore.memoryShare());
     return new StateStoreMetrics(local.totalCount(), local.memoryBytes(), Scala.map(custom),
         Scala.map(new HashMap<>()));
   }
