@@ -66,7 +66,7 @@ LOAD_KEYS_PER_BATCH = 100_000
 UPDATE_ROWS = 20_000
 STEADY_BATCHES = 5
 AFTER_BATCHES = 2
-PARTITIONS = 4
+PARTITIONS = 4  # --partitions sets it (Spark's default is 200)
 EXECUTORS = 3
 PROVIDERS = ("ours", "spark")
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -106,6 +106,8 @@ class Kill:
     restore_ms: float = 0.0
     source: str = ""
     restore_detail: dict[str, Any] = field(default_factory=dict)
+    max_versions_applied: int = 0  # ours: the most increments a lost partition's load applied on its replica
+    from_replica: int = 0  # ours: lost partitions whose state came from a replica
     post_kill_durations: dict[str, int] = field(default_factory=dict)
     after_ms: list[int] = field(default_factory=list)
 
@@ -315,6 +317,8 @@ def kill_once(
         mine = {p: loads[p] for p in record.lost_partitions if p in loads}
         record.restore_ms = statistics.mean(load.millis for load in mine.values()) if mine else float("nan")
         record.source = ",".join(sorted({load.source for load in mine.values()}))
+        record.max_versions_applied = max((load.versions_applied for load in mine.values()), default=0)
+        record.from_replica = sum(load.source in ("replica", "peer") for load in mine.values())
         record.restore_detail = {
             str(p): {"source": load.source, "millis": load.millis, "from_version": load.from_version,
                      "versions_applied": load.versions_applied}
@@ -401,6 +405,9 @@ def report(runs: dict[tuple[str, int], Run], sizes: list[int], quick: bool) -> d
             "ours_stall_ms": round(ours.stall_ms, 1),
             "spark_stall_ms": round(spark.stall_ms, 1),
             "ours_source": ours.source,
+            "ours_max_versions_applied": max((k.max_versions_applied for k in ours.kills), default=0),
+            "ours_lost_partitions": sum(len(k.lost_partitions) for k in ours.kills),
+            "ours_lost_from_replica": sum(k.from_replica for k in ours.kills),
             "results_match": ours.digests == spark.digests,
             "restore_ratio": round(ours.restore_ms / spark.restore_ms, 4) if spark.restore_ms > 0 else None,
             "stall_ratio": round(ours.stall_ms / spark.stall_ms, 4) if spark.stall_ms > 0 else None,
@@ -471,7 +478,7 @@ def write_png(result: dict[str, Any], path: Path) -> None:
         ax.set_title(title)
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle("executor killed between batches, local-cluster[3,1,1024], 4 state partitions")
+    fig.suptitle(f"executor killed between batches, local-cluster[3,1,1024], {PARTITIONS} state partitions")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -482,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="the JSON to write (a PNG is written beside it)")
     parser.add_argument("--sizes-gb", type=float, nargs="*", help="state sizes to run instead of the defaults")
     parser.add_argument("--workdir", type=Path, default=None, help="where to put checkpoints (default: a temp dir)")
+    parser.add_argument(
+        "--partitions", type=int, default=PARTITIONS, help=f"state partitions (default {PARTITIONS}; Spark's own: 200)"
+    )
     parser.add_argument(
         "--kills", type=int, default=3, help="executors killed one after another in each run (medians reported)"
     )
@@ -494,6 +504,8 @@ def main(argv: list[str] | None = None) -> int:
         "replacement executor starting meanwhile); 0, the default, measures a stream with input waiting",
     )
     args = parser.parse_args(argv)
+    global PARTITIONS
+    PARTITIONS = args.partitions
     sizes_gb = args.sizes_gb or ([0.25, 1.0] if args.quick else [0.25, 1.0, 4.0])
     sizes = [int(s * GB) for s in sizes_gb]
     work = args.workdir or Path(tempfile.mkdtemp(prefix="failover-bench-"))
