@@ -210,7 +210,8 @@ def run_session(master: str, names: list[str], work: Path, workload: Workload, p
 
     builder = (SparkSession.builder.master(master).appName("provider-bench")
                .config("spark.sql.shuffle.partitions", str(partitions))
-               .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g"))
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.memory", "2g"))
     if master.startswith("local-cluster"):
         builder = builder.config("spark.executor.memory", "2g").config("spark.locality.wait", "0")
     spark = spark_provider.enable(builder, replication_factor=replication_factor).getOrCreate()
