@@ -621,7 +621,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     localLife.readLock().lock();
     try {
       if (local != store) return;
-      store.flush();
+      store.flushForSnapshot();
     } catch (RocksDBException | RuntimeException e) {
       LOG.warn("statestore: flush for snapshot {} of {} failed: {}", version, storeIdString, e.toString());
       return;
