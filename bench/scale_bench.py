@@ -89,6 +89,9 @@ def start_spark(provider: str, partitions: int, controller: str, secret: str) ->
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "2g")
         .config("spark.executor.memory", "2g")
+        # As provider_bench: with one-core executors, Spark's 3-s locality wait idles a core whenever the executor a
+        # stateful task prefers is busy; every provider runs its tasks wherever a core is free.
+        .config("spark.locality.wait", "0")
     )
     if provider == "ours":
         builder = spark_provider.enable(builder, replication_factor=1, controller=controller, secret=secret)
