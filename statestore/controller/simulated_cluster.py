@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -95,6 +96,7 @@ class SimulatedCluster:
         self._channel = auth.channel(controller, [("grpc.max_receive_message_length", 256 << 20)])
         self._stub = control_pb2_grpc.ControlStub(self._channel)
         self.nodes = [SimulatedNode(f"sim-{i:03d}", f"127.0.0.1:{20000 + i}") for i in range(nodes)]
+        self._lock = threading.Lock()
         self.versions: dict[str, int] = {}
         self.committed_at = time.monotonic()
         self.stores: dict[str, common_pb2.StoreRef] = {}
@@ -131,11 +133,13 @@ class SimulatedCluster:
         self, node: SimulatedNode, timeout: float = 30.0, held: dict[str, dict[str, int]] | None = None
     ) -> tuple[float, control_pb2.HeartbeatReply]:
         """One heartbeat of `node`; returns its wall time in seconds and the reply, which the node adopts."""
-        request = node.request(self.versions, held or self._held(), time.monotonic() - self.committed_at)
+        with self._lock:  # parallel beats: one node's reply gives other nodes replicas (adopt)
+            request = node.request(self.versions, held or self._held(), time.monotonic() - self.committed_at)
         started = time.perf_counter()
         reply = self._stub.Heartbeat(request, timeout=timeout)
         took = time.perf_counter() - started
-        self.adopt(node, reply)
+        with self._lock:
+            self.adopt(node, reply)
         return took, reply
 
     def adopt(self, node: SimulatedNode, reply: control_pb2.HeartbeatReply) -> None:
