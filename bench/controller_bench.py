@@ -100,7 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     points = []
     for nodes, partitions in QUICK if args.quick else FULL:
         log(f"=== {partitions:,} task partitions over {nodes} simulated nodes (controller log in {logs})")
-        measured = measure_controller(nodes, partitions, logs / f"controller-{partitions}.log", progress=log)
+        # At least 400 heartbeats per figure: the controller's CPU is read in clock ticks of 10 ms.
+        rounds = max(8, 400 // nodes)
+        measured = measure_controller(
+            nodes, partitions, logs / f"controller-{partitions}.log", rounds=rounds, progress=log
+        )
         points.append(measured.to_json())
     write_outputs({"points": points}, args.out, write_png, print_table)
     return 0
