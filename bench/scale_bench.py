@@ -249,23 +249,18 @@ def write_png(result: dict[str, Any], path: Path) -> None:
 
     points = result["points"]
     x = [p["partitions"] for p in points]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for key, label, style in (
-        ("ours_batch_ms", "ours (q=1)", "o-"),
-        ("spark_batch_ms", "Spark RocksDB, changelog", "s--"),
-        ("spark_bounded_batch_ms", "Spark RocksDB, changelog, bounded", "^:"),
-    ):
-        left.plot(x, [p[key] for p in points], style, label=label)
-    left.set(xscale="log", xlabel="state partitions", ylabel="median micro-batch (ms)")
-    left.legend()
-    for key, label, style in (
-        ("ours_rss_mb", "ours: executor + its node", "o-"),
-        ("spark_rss_mb", "Spark RocksDB, changelog", "s--"),
-        ("spark_bounded_rss_mb", "Spark RocksDB, changelog, bounded", "^:"),
-    ):
-        right.plot(x, [p[key] for p in points], style, label=label)
-    right.set(xscale="log", xlabel="state partitions", ylabel="peak resident memory per executor (MiB)")
-    right.legend()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    panels = (("batch_ms", "median micro-batch (ms)", "ours (q=1)"),
+              ("rss_mb", "peak resident memory per executor (MiB)", "ours: executor + its node"))
+    for ax, (figure, ylabel, ours) in zip(axes, panels, strict=True):
+        for provider, label, style in (
+            ("ours", ours, "o-"),
+            ("spark", "Spark RocksDB, changelog", "s--"),
+            ("spark_bounded", "Spark RocksDB, changelog, bounded", "^:"),
+        ):
+            ax.plot(x, [p[f"{provider}_{figure}"] for p in points], style, label=label)
+        ax.set(xscale="log", xlabel="state partitions", ylabel=ylabel)
+        ax.legend()
     fig.suptitle(f"keyed aggregation on local-cluster[{EXECUTORS},1,2048]; the last point: two stateful operators")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
