@@ -48,6 +48,9 @@ class StoreOptions:
     lz4_compression: bool = True
     bloom_bits_per_key: float = 10.0
     max_background_jobs: int = 2
+    # SST files kept open per store (-1: all of them). A node holds hundreds of replicas: a bound keeps its open
+    # files from growing with each replica's files (RocksDB keeps at least 20 for a bound, 10 of them for SSTs).
+    max_open_files: int = -1
     # L0 files before a compaction (RocksDB's default is 4); the provider uses the same (LocalStore.java says why).
     level0_compaction_trigger: int = 8
     # The local store is a cache of the checkpoint location, so its WAL need not be fsynced per commit;
@@ -64,6 +67,7 @@ class StoreOptions:
         options.create_missing_column_families(True)
         options.set_write_buffer_size(int(self.write_buffer_mb * 1024 * 1024))
         options.set_max_background_jobs(self.max_background_jobs)
+        options.set_max_open_files(self.max_open_files)
         options.set_level_zero_file_num_compaction_trigger(self.level0_compaction_trigger)
         if self.lz4_compression:
             options.set_compression_type(DBCompressionType.lz4())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import grpc
@@ -90,3 +91,19 @@ def test_unreachable_controller_ship_checks_and_graceful_shutdown(lone_node: Pro
     lone_node.popen.send_signal(signal.SIGTERM)
     assert lone_node.popen.wait(timeout=15) == 0
     assert '"event": "stopped"' in lone_node.log()
+
+
+def test_a_node_raises_its_open_files_limit_to_the_hard_one() -> None:
+    """A node holds hundreds of replicas' files at Spark's 200 partitions: it does not stop at a soft limit of 512."""
+    script = (
+        "import resource\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (min(512, hard), hard))\n"
+        "from statestore.node.server import raise_open_files_limit\n"
+        "raise_open_files_limit()\n"
+        "print(*resource.getrlimit(resource.RLIMIT_NOFILE))\n"
+    )
+    soft, hard = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert soft == hard

@@ -155,6 +155,7 @@ class StateNode:
     def start(self) -> None:
         """Check the data dir and the port, reopen replicas, serve, and join the controller."""
         check_data_dir(self.settings.data_dir)
+        raise_open_files_limit()
         self.settings = replace(
             self.settings, listen=first_free_address(self.settings.listen, self.settings.port_retries)
         )
@@ -325,6 +326,27 @@ class StateNode:
     def wait(self) -> None:
         """Block until `stop` was called."""
         self._stopped.wait()
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft limit of open files to its hard limit, as services holding many files do: a node
+    keeps each replica's RocksDB files open (at least 8 a replica: its lock, log, manifest, write-ahead log,
+    directory and an SST), and at Spark's 200 partitions, two operators and q=1 a node holds 200 replicas, past a
+    common soft limit of 1,024. Returns the soft limit in force."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft == resource.RLIM_INFINITY or soft >= hard:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:
+        log_event(_log, "open_files_limit_kept", logging.WARNING, soft=soft, hard=hard, error=str(exc))
+        return soft
+    log_event(_log, "open_files_limit_raised", soft=soft, to=hard)
+    return hard
 
 
 def process_alive(pid: int) -> bool:

@@ -9,6 +9,9 @@ from pathlib import Path
 from statestore.node.provider_paths import ProviderPaths
 from statestore.options import SharedMemory, StoreOptions, shared_memory
 
+# SST files a replica keeps open (RocksDB's smallest bound: it keeps 10 of its 20 for SSTs); a replica is written,
+# rarely read, so reopening a file is rare.
+REPLICA_MAX_OPEN_FILES = 20
 MIB = 1024 * 1024
 # Where a launcher that cannot pass `--rack` (e.g. a sidecar's) may name the node's rack.
 RACK_ENV = "STATESTORE_NODE_RACK"
@@ -108,6 +111,7 @@ class NodeSettings:
             write_buffer_mb=self.store_write_buffer_mb * (0.75 + 0.5 * spread),
             block_cache_mb=self.store_block_cache_mb,
             shared=self.shared_memory,
+            max_open_files=REPLICA_MAX_OPEN_FILES,
         )
 
     @property
