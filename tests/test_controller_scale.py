@@ -30,6 +30,10 @@ def _request(node: str, partitions: list[int], version: int = 1, **fields: int) 
     )
 
 
+def _service() -> ControlService:
+    return ControlService(Membership(dead_after=3.0, clock=FakeClock()), replication_factor=1, heartbeat_interval=0.5)
+
+
 def test_unchanged_reports_are_kept_and_an_epoch_the_controller_does_not_know_asks_for_them_in_full() -> None:
     membership = Membership(dead_after=3.0, clock=FakeClock())
     epoch = membership.heartbeat(_request("a", [0, 1]))
@@ -64,6 +68,54 @@ def test_a_node_hears_every_group_once_then_only_those_that_changed() -> None:
     assert all(g.replicas[0].node_id == survivor for g in after.groups)
     lost_reply = service.Heartbeat(_request("a", [0, 1, 2], groups_epoch=first.groups_epoch), _Context())
     assert len(lost_reply.groups) == 3  # the node did not apply the last reply: it gets every group again
+
+
+def test_a_partition_changing_node_costs_a_heartbeat_only_its_own_group() -> None:
+    service = _service()
+    chosen: list[str] = []
+    choose = service.replica_groups.choose_replica_group
+    service.replica_groups.choose_replica_group = lambda key, *args: chosen.append(key) or choose(key, *args)
+    epochs = {"a": 0, "b": 0}
+    for _ in range(2):  # both join and claim their partitions, then hear their groups
+        for node, partitions in (("a", [0, 1, 2]), ("b", [3, 4, 5])):
+            reply = service.Heartbeat(_request(node, partitions, groups_epoch=epochs[node]), _Context())
+            epochs[node] = reply.groups_epoch
+    for node, partitions in (("a", [0, 1, 2]), ("b", [3, 4, 5])):
+        reply = service.Heartbeat(_request(node, partitions, groups_epoch=epochs[node]), _Context())
+        assert list(reply.groups) == [] and reply.groups_epoch == epochs[node]
+    chosen.clear()
+    # Partition 1 runs on b now (a newer version): Spark placed its task there.
+    moved = service.Heartbeat(_request("b", [1, 3, 4, 5], version=2, groups_epoch=epochs["b"]), _Context())
+    assert [(g.store.store_id, [r.node_id for r in g.replicas]) for g in moved.groups] == [("0/1/default", ["a"])]
+    stayed = service.Heartbeat(_request("a", [0, 2], groups_epoch=epochs["a"]), _Context())
+    assert list(stayed.groups) == []
+    assert chosen == [partition_key(store_of(0, 0, 1))]  # no other partition's group was computed again
+
+
+def test_a_replica_placed_elsewhere_is_retired_once_its_primary_stops_shipping_to_it() -> None:
+    service = _service()
+    store = store_of(0, 0, 0)
+    service.Heartbeat(_request("b", []), _Context())
+    service.Heartbeat(_request("c", []), _Context())
+    service.Heartbeat(_request("a", [0]), _Context())
+    placed = service.replica_groups.choose_replica_group(partition_key(store), "a")
+    stale = ({"b", "c"} - set(placed)).pop()  # holds a replica the plan does not give it
+
+    def primary_shipping_to(node: str) -> control_pb2.HeartbeatRequest:
+        request = _request("a", [0])
+        request.primaries[0].replicas.add(node_id=node, acked_version=1)
+        return request
+
+    def stale_beat() -> control_pb2.HeartbeatReply:
+        request = _request(stale, [])
+        request.replicas_held.add(store=store, version=1)
+        return service.Heartbeat(request, _Context())
+
+    service.Heartbeat(primary_shipping_to(stale), _Context())
+    assert list(stale_beat().retired_replicas) == []  # its primary still ships to it: kept for now
+    assert list(stale_beat().retired_replicas) == []
+    service.Heartbeat(primary_shipping_to(placed[0]), _Context())
+    assert [s.store_id for s in stale_beat().retired_replicas] == [store.store_id]
 
 
 def test_a_restarted_node_gets_its_groups_once_it_claims_its_partitions_again() -> None:

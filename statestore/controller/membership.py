@@ -102,6 +102,7 @@ class Membership:
         self.false_deaths = 0  # nodes declared dead by silence that came back at the same address
         self.forget_after = forget_after
         self.changes = 0
+        self.node_changes = 0  # of those, the ones about nodes: a node joining, moving, dying or coming back
         self._clock = clock
         self._nodes: dict[str, NodeRecord] = {}
         self._winner: dict[str, str] = {}  # partition key -> the live node whose claim stands
@@ -131,10 +132,12 @@ class Membership:
             if record is None:
                 record = self._nodes[node.node_id] = NodeRecord(node.node_id, node.address, self._clock(), node.rack)
                 self.changes += 1
+                self.node_changes += 1
             else:
                 self._note_silence(record, node.address)
                 if (record.address, record.rack) != (node.address, node.rack):
                     self.changes += 1
+                    self.node_changes += 1
                 record.address = node.address
                 record.rack = node.rack
                 record.last_seen = self._clock()
@@ -317,6 +320,7 @@ class Membership:
             flipped = live ^ self._live
             self._live = live
             self.changes += 1
+            self.node_changes += 1
             for node_id in flipped:
                 record = self._nodes.get(node_id)
                 for key in list(record.primaries) if record is not None else ():
@@ -332,6 +336,7 @@ class Membership:
         """Remove a long-dead node's record and its index entries (lock held). A node removed by Spark stays
         refused (`_lost`) if it comes back."""
         record = self._nodes.pop(node_id)
+        self.node_changes += 1
         for key in record.primaries:
             claimants = self._claimants.get(key)
             if claimants is not None:
@@ -363,13 +368,15 @@ class Membership:
             del self._task_log[:_TASK_LOG_KEEP]
             self._task_log_start += _TASK_LOG_KEEP
 
-    def tasks_changed_since(self, position: int) -> tuple[set[str] | None, int]:
+    def tasks_changed_since(self, position: int | None) -> tuple[set[str] | None, int]:
         """The task partitions whose partitions appeared, were forgotten or changed primary since log position
         `position` (None when the log no longer reaches that far back: ask about every task), and the position
-        now. Liveness is brought up to date first."""
+        now (`position` None: only that). Liveness is brought up to date first."""
         with self._lock:
             self._refresh()
             end = self._task_log_start + len(self._task_log)
+            if position is None:
+                return set(), end
             if position < self._task_log_start:
                 return None, end
             return set(self._task_log[position - self._task_log_start :]), end
@@ -438,6 +445,11 @@ class Membership:
         with self._lock:
             self._refresh()
             return [self._record(key) for key in sorted(self._by_primary.get(node_id, ()))]  # type: ignore[misc]
+
+    def keys_of_task(self, task: str) -> frozenset[str]:
+        """The keys of task partition `task`'s store partitions (O(those), no records built)."""
+        with self._lock:
+            return frozenset(self._by_task.get(task, ()))
 
     def stores_of_task(self, task: str) -> list[PartitionRecord]:
         """The store partitions of task partition `task` (statestore.partition_key.task_partition_key), by key."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -55,6 +55,8 @@ from statestore.node.logs import log_event
 from statestore.partition_key import task_partition_key, task_partition_key_of
 
 _log = logging.getLogger("statestore.controller.placement")
+# Entries of the group change log kept at least (a reader further behind is answered "every task partition").
+_GROUP_LOG_KEEP = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,10 @@ class ReplicaGroups:
         # Bumped whenever an answer of choose_replica_group or has_role may change (a new plan, a hold, a release,
         # an adoption): a caller that remembers what it last sent can skip the work while it stands still.
         self.generation = 0
+        # The task partitions whose answers may have changed, in order (`groups_changed_since`); an entry of None
+        # stands for every task partition (another number of replicas, lost nodes, a plan from nothing).
+        self._group_log: list[str | None] = []
+        self._group_log_start = 0
 
     def choose_replica_group(self, partition: str, primary: str, plan: PlanInForce | None = None) -> list[str]:
         """The replica nodes of `partition` (a partition key), whose primary is on `primary` (at most q, all
@@ -143,6 +149,46 @@ class ReplicaGroups:
             return []
         group = plan.placement[task]
         return [node for node in group.nodes if node != primary and node not in plan.lost][: plan.replicas]
+
+    def groups_changed_since(self, position: int | None) -> tuple[set[str] | None, int, PlanInForce]:
+        """The task partitions whose answers of choose_replica_group or has_role may have changed since log
+        position `position` (None: maybe every one's, or the log no longer reaches that far back), the position
+        now (`position` None: only that), and the plan in force as of that position (read together: answers
+        computed from that plan are current up to the position returned). O(the entries since `position`)."""
+        with self._lock:
+            end = self._group_log_start + len(self._group_log)
+            if position is None:
+                return set(), end, self._answer
+            if position < self._group_log_start:
+                return None, end, self._answer
+            changed: set[str] = set()
+            for task in self._group_log[position - self._group_log_start :]:
+                if task is None:
+                    return None, end, self._answer
+                changed.add(task)
+            return changed, end, self._answer
+
+    def _log_groups(self, tasks: Iterable[str | None]) -> None:
+        """Note that these task partitions' answers may have changed (lock held), and bump the generation."""
+        self._group_log.extend(tasks)
+        if len(self._group_log) > 2 * _GROUP_LOG_KEEP:
+            drop = len(self._group_log) - _GROUP_LOG_KEEP
+            del self._group_log[:drop]
+            self._group_log_start += drop
+        self.generation += 1
+
+    def _log_answer_change(self, old: PlanInForce, new: PlanInForce) -> None:
+        """Log the task partitions whose group differs between the answers `old` and `new` (lock held)."""
+        if old.placement is None or new.placement is None or (old.lost, old.replicas) != (new.lost, new.replicas):
+            self._log_groups([None])
+            return
+        if old.placement is new.placement:
+            self.generation += 1
+            return
+        before, after = old.placement, new.placement
+        changed = [task for task, group in after.items() if before.get(task) != group]
+        changed.extend(task for task in before if task not in after)
+        self._log_groups(changed)
 
     def has_role(self, partition: str, node: str, plan: PlanInForce | None = None) -> bool | None:
         """Whether the plan in force gives `node` a role (primary or replica) in `partition`'s group; None
@@ -160,13 +206,13 @@ class ReplicaGroups:
         """Fix task partition `task`'s group to `nodes` (primary or not) until `release(task)`."""
         with self._lock:
             self._holds[task] = tuple(nodes)
-            self.generation += 1
+            self._log_groups([task])
 
     def release(self, task: str) -> None:
         """End `hold(task)`: the plan in force places the partition again."""
         with self._lock:
             if self._holds.pop(task, None) is not None:
-                self.generation += 1
+                self._log_groups([task])
 
     def held(self, task: str) -> tuple[str, ...] | None:
         """The nodes `task` is held to, if it is."""
@@ -197,7 +243,7 @@ class ReplicaGroups:
             elif self._held is not None:
                 self._held = self._answer = replace(self._held, placement=adopted.placement)
             self._plan = adopted
-            self.generation += 1
+            self._log_groups(groups)
 
     def demands(self) -> dict[str, PartitionDemand]:
         """Each task partition's demand (its stores' state and increment bytes summed), by task partition."""
@@ -248,7 +294,7 @@ class ReplicaGroups:
             answer = self._current()
             with self._lock:
                 if answer is not self._answer:
-                    self.generation += 1
+                    self._log_answer_change(self._answer, answer)
                 self._answer = answer
                 self._checked = checked
             return answer

@@ -9,9 +9,10 @@ import grpc
 
 from handover.failover import Failover
 from placement import InfeasiblePlacement
-from statestore.controller.membership import Membership, PartitionRecord
+from statestore.controller.membership import Membership
 from statestore.controller.operations import OperationError, Operations, PartitionMoveRequest
-from statestore.controller.replica_groups import PlanInForce, ReplicaGroups
+from statestore.controller.replica_groups import ReplicaGroups
+from statestore.controller.retired_replicas import RetiredReplicas
 from statestore.controller.sent_groups import SentGroups
 from statestore.controller.status import build_status
 from statestore.faults.points import FaultInjected, fault_point
@@ -38,7 +39,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
         self.failover = Failover(membership)
         self.operations = Operations(membership, self.replica_groups)
         self._sent_groups = SentGroups(membership, self.replica_groups)
-        self._settled_replicas: dict[str, tuple] = {}  # node id -> stamp of a heartbeat that retired nothing
+        self._retired = RetiredReplicas(membership, self.replica_groups)
         self._heartbeat_interval = heartbeat_interval
 
     def Register(
@@ -68,8 +69,8 @@ class ControlService(control_pb2_grpc.ControlServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         reports_epoch = self._membership.heartbeat(request)
         node_id = request.node.node_id
-        plan = self.replica_groups.current(wait=False)
-        groups, epoch = self._sent_groups.answer(node_id, request.groups_epoch, plan)
+        self.replica_groups.current(wait=False)  # re-plans first if what placement depends on changed
+        groups, epoch = self._sent_groups.answer(node_id, request.groups_epoch)
         demoted = self._membership.demoted(node_id)
         for held in demoted:
             log_event(
@@ -80,7 +81,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
                 checkpoint=held.store.checkpoint_dir,
                 version=held.version,
             )
-        retired = self._retired_replicas(node_id, plan)
+        retired = self._retired.of(node_id)
         self._membership.forget_replicas(node_id, [partition_key(store) for store in retired])
         for store in retired:
             log_event(_log, "replica_retired", node=node_id, store=store.store_id, checkpoint=store.checkpoint_dir)
@@ -93,45 +94,6 @@ class ControlService(control_pb2_grpc.ControlServicer):
             groups_epoch=epoch,
             reports_epoch=reports_epoch,
         )
-
-    def _retired_replicas(self, node_id: str, plan: PlanInForce) -> list[common_pb2.StoreRef]:
-        """The replicas `node_id` should delete (docs/node.md, membership): of a partition forgotten; of one
-        it is the primary of itself; of one whose live primary no longer ships to it and whose group in the
-        plan in force gives it no role. Kept otherwise: a partition this controller never saw (it restarted),
-        or one whose primary is dead (its replicas are what failover wants). O(1) while nothing they depend on
-        changed since a heartbeat of the node found none to delete and none waiting for its primary."""
-        record = self._membership.node(node_id)
-        if record is None:
-            return []
-        stamp = (record.keys_version, self.replica_groups.generation, self._membership.changes)
-        if self._settled_replicas.get(node_id) == stamp:
-            return []
-        retired = []
-        waiting = False  # a replica placed elsewhere that its primary still ships to: decided at a later heartbeat
-        for key, store in self._membership.replicas_of(node_id).items():
-            partition = self._membership.partition(key)
-            if partition is None:
-                retire = self._membership.is_forgotten(key)
-            else:
-                placed_elsewhere = self.replica_groups.has_role(key, node_id, plan) is False
-                retire = self._membership.claims(node_id, key) or (
-                    placed_elsewhere and self._shipping_stopped(partition, node_id)
-                )
-                waiting = waiting or (placed_elsewhere and not retire)
-            if retire:
-                retired.append(store)
-        if retired or waiting:
-            self._settled_replicas.pop(node_id, None)
-        else:
-            self._settled_replicas[node_id] = stamp
-        return retired
-
-    def _shipping_stopped(self, partition: PartitionRecord, node_id: str) -> bool:
-        """Whether the partition's primary is alive, claims it, and no longer lists `node_id` among the
-        replicas it ships to (so a retired replica is not recreated by shipments still on their way)."""
-        if not self._membership.claims(partition.primary, partition.key):
-            return False
-        return node_id not in {r.node_id for r in partition.report.replicas}
 
     def Status(self, request: control_pb2.StatusRequest, context: grpc.ServicerContext) -> control_pb2.StatusReply:
         """Nodes, partitions, replica groups, versions held and lag, how each partition was last loaded."""
