@@ -484,6 +484,7 @@ def write_png(result: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global PARTITIONS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="0.25 GB and 1 GB of state (the full run adds 4 GB)")
     parser.add_argument("--out", required=True, type=Path, help="the JSON to write (a PNG is written beside it)")
@@ -504,7 +505,6 @@ def main(argv: list[str] | None = None) -> int:
         "replacement executor starting meanwhile); 0, the default, measures a stream with input waiting",
     )
     args = parser.parse_args(argv)
-    global PARTITIONS
     PARTITIONS = args.partitions
     sizes_gb = args.sizes_gb or ([0.25, 1.0] if args.quick else [0.25, 1.0, 4.0])
     sizes = [int(s * GB) for s in sizes_gb]

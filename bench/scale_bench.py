@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as importing statestore does, before grpc loads
 
 from bench_outputs import log, write_outputs  # noqa: E402
+from executor_logs import load_outcomes  # noqa: E402
 from process_sampler import ProcessSampler  # noqa: E402
 from provider_bench import Workload, write_input  # noqa: E402
 from text_table import print_table_rows  # noqa: E402
@@ -77,6 +78,7 @@ class ProviderRun:
     usage: dict[str, Any]
     controller_cpu_s: float = 0.0
     first_batch_ms: int = 0  # the measured query's first micro-batch (it creates the stores), not in batch_ms
+    loads: dict[str, int] = field(default_factory=dict)  # ours: executor_logs.load_outcomes over the application
 
 
 def start_spark(provider: str, partitions: int, controller: str, secret: str) -> Any:
@@ -180,13 +182,14 @@ def run_provider(provider: str, partitions: int, operators: int, work: Path, wor
         )
         controller_cpu = process_cpu_seconds(controller.pid) - controller_before[0] if controller else 0.0
         usage = sampler.stop().to_json()
+        loads = load_outcomes(spark) if provider == "ours" else {}
         shutil.rmtree(checkpoints, ignore_errors=True)
     finally:
         spark.stop()
         if controller is not None:
             controller.terminate()
             controller.wait(timeout=30)
-    return ProviderRun(batch_ms[1:], digests, usage, controller_cpu, first_batch_ms=batch_ms[0])
+    return ProviderRun(batch_ms[1:], digests, usage, controller_cpu, first_batch_ms=batch_ms[0], loads=loads)
 
 
 def point_json(partitions: int, operators: int, runs: dict[str, ProviderRun], batches: int) -> dict[str, Any]:
@@ -218,6 +221,9 @@ def point_json(partitions: int, operators: int, runs: dict[str, ProviderRun], ba
         ),
         "cpu_s": {name: run.usage["cpu_s_total"] for name, run in runs.items()},
         "first_batch_ms": {name: run.first_batch_ms for name, run in runs.items()},
+        # Ours, both queries of the application: loads by source, and those that waited out materialize_timeout_ms.
+        "ours_loads": ours.loads,
+        "materialize_timeouts": ours.loads.get("materialize_timeouts", 0),
         "batch_ratio": round(ours_ms / spark_ms, 3),
         "memory_ratio_to_bounded": round(executor_mb(ours, True) / max(executor_mb(bounded, False), 1.0), 3),
         "results_match": ours.digests == spark.digests == bounded.digests,
@@ -325,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
                 p["memory_ratio_to_bounded"] <= TARGETS["memory_ratio_to_bounded"] for p in points
             ),
             "results_match": all(p["results_match"] for p in points),
+            "no_materialize_timeouts": all(p["materialize_timeouts"] == 0 for p in points),
         },
         "workload": {**workload.__dict__, "executors": EXECUTORS, "quick": args.quick},
     }
