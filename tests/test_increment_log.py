@@ -64,3 +64,22 @@ def test_lag_bytes_fall_back_to_the_checkpoint_locations_file_sizes(tmp_path: Pa
     # Without a readable checkpoint location only the indexed sizes count: a lower bound.
     assert shipper.lag_bytes(unreadable, 2, 12) == sum(map(len, data[8:]))
     assert shipper.lag_bytes(bare, 2, 12) == sum(map(len, data[8:]))
+
+
+def test_a_sync_commit_right_after_a_promotion_waits_for_its_group_and_an_async_one_does_not(tmp_path: Path) -> None:
+    """promote() asks for a heartbeat in the background (sent up to 0.1 s later); a sync commit of the partition
+    right after must still ask and wait for its group, or it would return unreplicated."""
+    location, data = _increments(tmp_path, 2)
+    asked: list[bool] = []
+    settings = NodeSettings(listen="127.0.0.1:0", data_dir=tmp_path / "node")
+    shipper = Shipper(settings, IncrementLog(1 << 20), asked.append)
+    sync_store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir=str(location.path))
+    shipper.promote(sync_store, 0)
+    assert asked == [False]  # in the background
+    outcome = shipper.ship(sync_store, data[0], sync=True, sync_timeout=0.1)
+    assert asked == [False, True]  # a heartbeat on this thread, for the group, before shipping
+    assert not outcome.synced and "no replica group" in outcome.detail  # nobody to replicate to, and it says so
+    async_store = common_pb2.StoreRef(store_id=STORE, checkpoint_dir=str(tmp_path / "another"))
+    shipper.promote(async_store, 0)
+    shipper.ship(async_store, data[0])
+    assert asked == [False, True, False]  # the promotion's heartbeat is on its way: an async commit does not ask

@@ -464,9 +464,10 @@ class Shipper:
                 )
             partition.version = version
             partition.committed_at = time.monotonic()
-            ask = (
-                not partition.group_known
-                and time.monotonic() - partition.last_asked > self._settings.heartbeat_interval
+            # A sync commit must know its group before it ships (else it would return unreplicated), so it asks
+            # even when a heartbeat was just requested (promote() asks for one, sent up to 0.1 s later).
+            ask = not partition.group_known and (
+                sync or time.monotonic() - partition.last_asked > self._settings.heartbeat_interval
             )
             if ask:
                 partition.last_asked = time.monotonic()
