@@ -86,6 +86,7 @@ class DriverController:
         self.address = f"{self.advertise_host}:{port}"
         auth.remember(self.address, self.secret)  # this process's clients of it (operator calls, steering)
         _running.append(self)
+        _stop_before_thread_pools_shut()
         return self.address
 
     def stop(self) -> None:
@@ -192,3 +193,24 @@ def _log_to_file() -> str:
 def _stop_all() -> None:
     for controller in list(_running):
         controller.stop()
+
+
+_stop_registered = threading.Lock()
+_registered: list[bool] = []
+
+
+def _stop_before_thread_pools_shut() -> None:
+    """Have the interpreter stop our controllers as it starts to exit, before `concurrent.futures` refuses new
+    work: threading runs its exit hooks (last registered first) before `atexit`'s, and one of them shuts the
+    thread pools gRPC serves calls on. A call arriving after that killed the server's thread and the driver
+    waited forever at exit. (`atexit` still stops them if this hook is unavailable.)"""
+    with _stop_registered:
+        if _registered:
+            return
+        register = getattr(threading, "_register_atexit", None)
+        if register is not None:
+            try:
+                register(_stop_all)
+            except RuntimeError:  # the interpreter is already exiting
+                return
+        _registered.append(True)

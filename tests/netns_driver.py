@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from test_failover_spark import EVENTS, kill_busiest_executor, warm
@@ -85,6 +86,8 @@ def main(root: Path, master: str, driver_address: str, out: Path) -> None:
     finally:
         out.write_text(json.dumps(report, indent=2, default=str))
         spark.stop()
+        # The driver's last line: the test checks that the process exits soon after it.
+        out.with_suffix(".stopped").write_text(str(time.time()))
 
 
 if __name__ == "__main__":

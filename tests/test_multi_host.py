@@ -10,6 +10,7 @@ import ipaddress
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,8 +51,13 @@ def test_replication_and_failover_cross_hosts_with_results_equal_to_spark_rocksd
     )
     with open(tmp_path / "driver.log", "ab") as log:
         finished = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=HERE.parent, timeout=900)
+    exited_at = time.time()
     report = json.loads(out.read_text()) if out.exists() else {}
     assert finished.returncode == 0, f"the driver failed; report {report}\n{_logs(tmp_path)}"
+    # It called spark.stop() as its last line, and its process ended soon after (our controller in it, which
+    # nodes on other hosts kept calling until their executors ended, never held it at exit).
+    stopped_at = float(out.with_suffix(".stopped").read_text())
+    assert exited_at - stopped_at < 10.0, f"the driver exited {exited_at - stopped_at:.1f}s after its last line"
 
     worker_addresses = {hosts.hosts[w].address for w in WORKERS}
     node_hosts = {node: address.rpartition(":")[0] for node, address in report["nodes"].items()}

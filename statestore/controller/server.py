@@ -28,6 +28,9 @@ _log = logging.getLogger("statestore.controller")
 # partitions to finish (statestore.controller.replica_groups explains why re-replication waits).
 REREPLICATION_DELAY_SECONDS = 10.0
 
+# How long, past its grace, stop() waits for gRPC to confirm that the server stopped.
+_STOP_CONFIRM_SECONDS = 3.0
+
 
 class Controller:
     """The Control gRPC server with its membership."""
@@ -108,13 +111,15 @@ class Controller:
         return self._service.operations
 
     def stop(self, grace: float = 2.0) -> None:
-        """Stop serving."""
+        """Stop serving: in-flight calls get `grace` seconds, and this returns within a few seconds more even if
+        gRPC never confirms (its serving thread dies when a call arrives during interpreter shutdown, and then
+        the confirmation never comes: a driver that waited for it never exited)."""
         self.load_balancer.stop()
         self._service.operations.stop()
         if self._server is not None:
-            self._server.stop(grace).wait()
+            confirmed = self._server.stop(grace).wait(grace + _STOP_CONFIRM_SECONDS)
             self._server = None
-            log_event(_log, "stopped")
+            log_event(_log, "stopped", confirmed=confirmed)
 
 
 def run_controller(controller: Controller) -> int:
