@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from statestore.controller.membership import Membership, NodeRecord, PartitionRecord
-from statestore.node.logs import log_event
+from statestore.cluster.membership import Membership, NodeRecord, PartitionRecord
+from statestore.logs import log_event
 from statestore.partition_key import task_partition_key
 from statestore.rpc import common_pb2
 

@@ -40,8 +40,8 @@ from enum import StrEnum
 
 from handover.failover import LocateFunction, Steer, SteerFunction
 from placement import ReplicaGroup
-from statestore.controller.membership import Membership, NodeRecord, PartitionRecord
-from statestore.node.logs import log_event
+from statestore.cluster.membership import Membership, NodeRecord, PartitionRecord
+from statestore.logs import log_event
 
 _log = logging.getLogger("statestore.controller.handover")
 

@@ -180,7 +180,7 @@ def running_controllers() -> list[DriverController]:
 def _log_to_file() -> str:
     """Send the `statestore` loggers of this (the driver's) process to a JSON-lines file; returns its path.
     Set STATESTORE_CONTROLLER_LOG to choose it."""
-    from statestore.node.logs import configure_logging
+    from statestore.logs import configure_logging
 
     path = os.environ.get("STATESTORE_CONTROLLER_LOG") or os.path.join(
         tempfile.gettempdir(), f"statestore-controller-{os.getpid()}.log"

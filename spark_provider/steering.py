@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 from handover.failover import Steer
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 
 _log = logging.getLogger("statestore.controller.steering")
 _WAIT_MS = 500

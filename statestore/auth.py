@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 
 from statestore import tls
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 from statestore.secret_option import SECRET_ENV, secret_from_env
 from statestore.tls import TlsFiles
 

@@ -8,7 +8,7 @@ import sys
 
 # Each module listed here exposes `add_command(subparsers)`; the subcommand sets `handler(args) -> int`.
 COMMAND_MODULES = (
-    "statestore.demo",
+    "spark_provider.demo_command",
     "statestore.engine_demo",
     "statestore.protogen",
     "statestore.node.cli",
@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "statestore.controller.status_cli",
     "statestore.controller.operator_cli",
     "statestore.faults.cli",
+    "spark_provider.fault_suite.cli",
     "spark_provider.cli",
     "placement.cli",
 )

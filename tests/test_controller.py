@@ -19,7 +19,7 @@ from test_node_harness import (
     wait_until,
 )
 
-from statestore.controller.membership import Membership
+from statestore.cluster.membership import Membership
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, control_pb2
@@ -295,5 +295,5 @@ def test_a_node_back_at_its_address_after_its_silence_counts_as_a_false_death(ca
     clock.now += 5.0  # back at another address: a restarted node, not a false death
     membership.heartbeat(control_pb2.HeartbeatRequest(node=control_pb2.NodeRef(node_id="a", address="a:2")))
     assert membership.false_deaths == 1
-    events = [r.getMessage() for r in caplog.records if r.name == "statestore.controller.membership"]
+    events = [r.getMessage() for r in caplog.records if r.name == "statestore.cluster.membership"]
     assert any("node_back" in e for e in events) and any("node_restarted" in e for e in events), events

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from test_node_harness import FakeClock
 
-from statestore.controller.membership import Membership
+from statestore.cluster.membership import Membership
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.service import ControlService
 from statestore.controller.simulated_cluster import measure_controller, store_of

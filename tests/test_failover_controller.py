@@ -8,7 +8,7 @@ from __future__ import annotations
 from test_node_harness import FakeClock
 
 from handover import Failover, Steer
-from statestore.controller.membership import Membership
+from statestore.cluster.membership import Membership
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.status import build_status, format_status
 from statestore.rpc import common_pb2, control_pb2

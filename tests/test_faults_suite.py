@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from statestore.faults import report, scenarios
-from statestore.faults.suite import Result, as_json
-from statestore.faults.suite_query import SuiteQuery, compare, expected_outputs, input_rows, recorded_outputs
+from spark_provider.fault_suite import report, scenarios
+from spark_provider.fault_suite.suite import Result, as_json
+from spark_provider.fault_suite.suite_query import SuiteQuery, compare, expected_outputs, input_rows, recorded_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 

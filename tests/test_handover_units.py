@@ -22,7 +22,7 @@ from handover.handover import HandOver, HandOverProtocol, HandOverSettings, Spar
 from handover.migration import Migration, order_moves
 from placement import Placement, ReplicaGroup, Strategy
 from placement.primaries import balance_primaries
-from statestore.controller.membership import Membership
+from statestore.cluster.membership import Membership
 from statestore.controller.operations import OperationError, Operations, PartitionMoveRequest
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.server import Controller

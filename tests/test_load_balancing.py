@@ -16,9 +16,9 @@ from test_node_harness import FakeClock
 from handover.handover import SparkLevers
 from placement import Placement, ReplicaGroup
 from placement.primaries import balance_primaries_by_load, move_primaries_to_lighter_nodes
+from statestore.cluster.membership import Membership
 from statestore.controller.load import executor_loads, task_loads
 from statestore.controller.load_balancer import BalancerSettings, LoadBalancer
-from statestore.controller.membership import Membership
 from statestore.controller.operations import Operations
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.status import build_status, format_status

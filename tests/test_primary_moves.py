@@ -21,7 +21,7 @@ from test_node_harness import (
     wait_until,
 )
 
-from statestore.controller.membership import Membership
+from statestore.cluster.membership import Membership
 from statestore.controller.service import ControlService
 from statestore.node.increment_log import IncrementLog
 from statestore.node.settings import NodeSettings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from statestore.node.logs import configure_logging
+from statestore.logs import configure_logging
 
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from statestore.controller.membership import Membership
+from statestore.cluster.membership import Membership
 from statestore.partition_key import task_partition_key
 
 

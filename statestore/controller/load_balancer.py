@@ -21,10 +21,10 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from statestore.cluster.membership import Membership
 from statestore.controller.load import ExecutorLoad, executor_loads, task_loads
-from statestore.controller.membership import Membership
 from statestore.controller.operations import OperationError, Operations
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 
 _log = logging.getLogger("statestore.controller.load_balancer")
 

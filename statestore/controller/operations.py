@@ -20,9 +20,9 @@ from handover.handover import HandOver, HandOverProtocol, HandOverSettings, Spar
 from handover.migration import Migration, order_moves
 from placement import PartitionDemand, Placement, ReplicaGroup, Strategy
 from placement.primaries import balance_primaries, balance_primaries_by_load, move_primaries_to_lighter_nodes
-from statestore.controller.membership import Membership, NodeRecord
+from statestore.cluster.membership import Membership, NodeRecord
 from statestore.controller.replica_groups import ReplicaGroups
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 from statestore.partition_key import normalized_checkpoint_dir, task_partition_key, task_partition_key_of
 from statestore.rpc import common_pb2, control_pb2
 

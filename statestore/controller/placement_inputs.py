@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from placement import Node, PartitionDemand, ReplicaGroup, Topology
-from statestore.controller.membership import NodeRecord, PartitionRecord
+from statestore.cluster.membership import NodeRecord, PartitionRecord
 
 # Used until a partition's replicas have reported lag (bytes per version behind) to estimate from.
 DEFAULT_INCREMENT_BYTES = 1 << 20

@@ -49,9 +49,9 @@ from placement import (
 from placement.bounds import lower_bound
 from placement.build import build_problem
 from placement.costs import CostModel
-from statestore.controller.membership import Membership, NodeRecord, PartitionRecord
+from statestore.cluster.membership import Membership, NodeRecord, PartitionRecord
 from statestore.controller.placement_inputs import build_topology, demand_of, repair_topology
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 from statestore.partition_key import task_partition_key, task_partition_key_of
 
 _log = logging.getLogger("statestore.controller.placement")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from statestore.controller.membership import Membership
+from statestore.cluster.membership import Membership
 from statestore.controller.replica_groups import PlanInForce, ReplicaGroups
 from statestore.partition_key import task_partition_key_of
 from statestore.rpc import common_pb2

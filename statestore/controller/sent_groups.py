@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from statestore.controller.membership import Membership, NodeRecord
+from statestore.cluster.membership import Membership, NodeRecord
 from statestore.controller.replica_groups import PlanInForce, ReplicaGroups
 from statestore.rpc import common_pb2, control_pb2
 

@@ -14,11 +14,11 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from handover.failover import Steer, SteerFunction
 from handover.handover import SparkLevers
 from statestore import auth, tls
+from statestore.cluster.membership import Membership
 from statestore.controller.load_balancer import BalancerSettings, LoadBalancer
-from statestore.controller.membership import Membership
 from statestore.controller.operations import Operations
 from statestore.controller.service import ControlService
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 from statestore.node.server import NodeStartupError, check_port_free
 from statestore.rpc import control_pb2_grpc
 

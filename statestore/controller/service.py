@@ -9,14 +9,14 @@ import grpc
 
 from handover.failover import Failover
 from placement import InfeasiblePlacement
-from statestore.controller.membership import Membership
+from statestore.cluster.membership import Membership
 from statestore.controller.operations import OperationError, Operations, PartitionMoveRequest
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.retired_replicas import RetiredReplicas
 from statestore.controller.sent_groups import SentGroups
 from statestore.controller.status import build_status
 from statestore.faults.points import FaultInjected, fault_point
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 from statestore.partition_key import normalized, partition_key
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from handover.failover import Failover
+from statestore.cluster.membership import Membership
 from statestore.controller.load import executor_loads
-from statestore.controller.membership import Membership
 from statestore.controller.placement_inputs import demand_of
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.partition_key import query_root

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from statestore.faults.proxy import FaultProxy
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 
 LINK_FAULTS_ENV = "STATESTORE_LINK_FAULTS_FILE"
 POLL_SECONDS = 0.2

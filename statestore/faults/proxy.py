@@ -24,7 +24,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 
 _log = logging.getLogger("statestore.faults.proxy")
 FAULTS = ("pass", "delay", "drop", "corrupt", "duplicate", "reorder", "cut")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from statestore.checkpoint_fs import LOCAL, CheckpointFS
 from statestore.errors import CorruptFileError
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 from statestore.rpc import replication_pb2
 from statestore.snapshot import SnapshotFile, SnapshotManifest
 

@@ -11,8 +11,8 @@ from statestore import auth
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import StateStoreError
 from statestore.increment import Increment, decode_increment
+from statestore.logs import log_event
 from statestore.node.increment_log import increment_checksum
-from statestore.node.logs import log_event
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
 

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from statestore.node.logs import configure_logging
+from statestore.logs import configure_logging
 from statestore.node.settings import MIB, RACK_ENV, NodeSettings
 
 

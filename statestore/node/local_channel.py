@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from statestore.errors import StateStoreError
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 from statestore.node.provider_paths import PathRefused, ProviderPaths
 from statestore.partition_key import normalized_checkpoint_dir
 from statestore.rpc import common_pb2

@@ -29,6 +29,7 @@ import grpc
 from statestore import auth
 from statestore.errors import StateStoreError
 from statestore.faults.points import fault_point
+from statestore.logs import log_event
 from statestore.node.bootstrap import receive_snapshot
 from statestore.node.local_channel import (
     MATERIALIZED_FAILED,
@@ -37,7 +38,6 @@ from statestore.node.local_channel import (
     Materialize,
     Materialized,
 )
-from statestore.node.logs import log_event
 from statestore.node.replica import ReplicaSet
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc, replication_pb2, replication_pb2_grpc

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import grpc
 
 from statestore import auth
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 from statestore.node.settings import NodeSettings
 from statestore.partition_key import normalized, partition_key
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc

@@ -37,10 +37,10 @@ from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import CorruptFileError, LineageMismatchError, StateStoreError
 from statestore.faults.points import fault_point
 from statestore.increment import Increment, decode_increment
+from statestore.logs import log_event
 from statestore.node.bootstrap import receive_snapshot
 from statestore.node.catch_up import pull_from_node, read_from_checkpoint_location
 from statestore.node.increment_log import increment_checksum
-from statestore.node.logs import log_event
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
 from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc

@@ -21,6 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from statestore import auth, tls
 from statestore.faults import link_faults
 from statestore.faults.points import fault_point
+from statestore.logs import log_event
 from statestore.node.increment_log import IncrementLog
 from statestore.node.local_channel import (
     MATERIALIZED_OK,
@@ -36,7 +37,6 @@ from statestore.node.local_channel import (
     Promote,
     ShipResult,
 )
-from statestore.node.logs import log_event
 from statestore.node.materialize import Materializer
 from statestore.node.membership import Heartbeater
 from statestore.node.replica import ReplicaSet

@@ -15,10 +15,10 @@ import grpc
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import StateStoreError
 from statestore.faults.points import FaultInjected, fault_point
+from statestore.logs import log_event
 from statestore.node.bootstrap import stream_snapshot
 from statestore.node.catch_up import increment_bytes_for_pull
 from statestore.node.increment_log import IncrementLog
-from statestore.node.logs import log_event
 from statestore.node.partition_lanes import PartitionLanes
 from statestore.node.replica import ReplicaSet
 from statestore.node.settings import NodeSettings

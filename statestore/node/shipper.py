@@ -31,8 +31,8 @@ from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import CorruptFileError
 from statestore.faults.points import fault_point
 from statestore.increment import verify_increment
+from statestore.logs import log_event
 from statestore.node.increment_log import IncrementLog, increment_checksum
-from statestore.node.logs import log_event
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
 from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication_pb2_grpc

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from statestore.node.logs import log_event
+from statestore.logs import log_event
 from statestore.partition_key import partition_key, task_partition_key_of
 from statestore.rpc import common_pb2, control_pb2
 
@@ -30,7 +30,7 @@ from statestore.rpc import common_pb2, control_pb2
 _SAME_COMMIT_SECONDS = 0.05
 
 
-_log = logging.getLogger("statestore.controller.membership")
+_log = logging.getLogger("statestore.cluster.membership")
 # A heartbeat this much later than the previous one is logged (nodes beat every 0.5 s by default).
 _LATE_HEARTBEAT_SECONDS = 1.5
 # Entries of the task change log kept for a reader that fell behind (beyond it, the reader re-reads everything).

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from spark_provider import local_cluster
+from spark_provider.fault_suite.suite_query import SuiteQuery
 from statestore import auth
 from statestore.faults.proxy import FaultProxy
-from statestore.faults.suite_query import SuiteQuery
 from statestore.rpc import control_pb2, control_pb2_grpc
 from statestore.waiting import wait_for
 

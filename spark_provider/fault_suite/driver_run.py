@@ -8,13 +8,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from statestore.faults.rig import start_session
-from statestore.faults.suite_query import SuiteQuery
+from spark_provider.fault_suite.rig import start_session
+from spark_provider.fault_suite.suite_query import SuiteQuery
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the query to `--files` files; 1 when it fails or stalls."""
-    parser = argparse.ArgumentParser(prog="python -m statestore.faults.driver_run")
+    parser = argparse.ArgumentParser(prog="python -m spark_provider.fault_suite.driver_run")
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--master", required=True)
     parser.add_argument("--files", type=int, required=True)

@@ -1,11 +1,11 @@
 """`statestore faults`: the fault-injection suite, run against a real Spark query.
 
-Each scenario (`statestore.faults.scenarios`) gets a query of its own on one shared session (`local-cluster` with
-three executors by default, or the user's `--master` whose executors run on this machine): the query is warmed
-up, the fault injected, three more batches fed, and every batch's output compared with an exact recomputation
-(`statestore.faults.suite_query`). The driver scenario runs before the session starts, in two driver processes
-of its own: the first is killed with SIGKILL (its whole process group: the driver JVM, its controller, its
-executors and their nodes) in the middle of the query, the second restarts the query from its checkpoint.
+Each scenario (`scenarios.py`) gets a query of its own on one shared session (`local-cluster` with three executors
+by default, or the user's `--master` whose executors run on this machine): the query is warmed up, the fault
+injected, three more batches fed, and every batch's output compared with an exact recomputation (`suite_query.py`).
+The driver scenario runs before the session starts, in two driver processes of its own: the first is killed with
+SIGKILL (its whole process group: the driver JVM, its controller, its executors and their nodes) in the middle of
+the query, the second restarts the query from its checkpoint.
 
 A scenario passes when its outputs are exact (no update lost or applied twice, no committed batch without its
 output), or, where the scenario allows it, the query stopped with an error naming what is broken; and, for a
@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statestore.faults.rig import Rig, start_session
-from statestore.faults.scenarios import Scenario
-from statestore.faults.suite_query import SuiteQuery, committed_batches, compare
+from spark_provider.fault_suite.rig import Rig, start_session
+from spark_provider.fault_suite.scenarios import Scenario
+from spark_provider.fault_suite.suite_query import SuiteQuery, committed_batches, compare
 from statestore.waiting import wait_for
 
 AFTER_BATCHES = 3
@@ -228,11 +228,11 @@ def _checkpoint_loads(progress: dict) -> int:
 
 
 def _driver(root: Path, master: str, files: int, log: Path) -> subprocess.Popen:
-    """A driver process (`python -m statestore.faults.driver_run`) in a process group of its own."""
+    """A driver process (`python -m spark_provider.fault_suite.driver_run`) in a process group of its own."""
     command = [
         sys.executable,
         "-m",
-        "statestore.faults.driver_run",
+        "spark_provider.fault_suite.driver_run",
         "--root",
         str(root),
         "--master",

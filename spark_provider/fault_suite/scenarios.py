@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from statestore.faults.rig import Rig
-from statestore.faults.suite_query import SuiteQuery
+from spark_provider.fault_suite.rig import Rig
+from spark_provider.fault_suite.suite_query import SuiteQuery
 
 Inject = Callable[[Rig, SuiteQuery], None]
 # Past the nodes' bootstrap gap (16 versions): a replica lost whole is bootstrapped from a snapshot.
