@@ -1,9 +1,11 @@
-"""`statestore build-jar`: write the provider jar for users who ship it to a cluster."""
+"""`statestore build-jar`: write the provider jar for users who ship it to a cluster. `statestore spark-conf`:
+the `--jars`/`--conf` lines that put an application on our provider by Spark confs alone."""
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 from pathlib import Path
 
 from spark_provider.jar import JarBuildError, provider_jar
@@ -23,8 +25,68 @@ def _build_jar(args: argparse.Namespace) -> int:
     return 0
 
 
+def spark_conf_lines(settings: dict[str, str], jar: str, python: str, defaults_file: bool = False) -> list[str]:
+    """The confs that run an application on our provider with `settings` (keyword names or conf keys to
+    values, checked: a SettingError names a bad one), as `spark-submit` arguments or spark-defaults.conf lines.
+    Only settings given (and those the provider needs) are listed; every other one keeps its default."""
+    from spark_provider.settings import BY_KEY, BY_NAME, PLUGIN_CLASS, PROVIDER_CLASS, SettingError, spark_confs
+
+    by_name = {}
+    for given, value in settings.items():
+        setting = BY_NAME.get(given) or BY_KEY.get(given)
+        if setting is None:
+            raise SettingError(f"unknown statestore setting {given!r}; known: {', '.join(sorted(BY_NAME))}")
+        by_name[setting.name] = value
+    checked = spark_confs(**by_name)
+    confs = {"spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS}
+    if int(checked[BY_NAME["replication_factor"].key]) > 0:
+        confs["spark.plugins"] = PLUGIN_CLASS  # each executor's node, and the driver's controller
+        confs["spark.pyspark.python"] = python  # the Python that runs them: it needs this package
+    confs.update({BY_NAME[name].key: checked[BY_NAME[name].key] for name in by_name})
+    if defaults_file:
+        return [f"spark.jars {jar}", *(f"{key} {value}" for key, value in confs.items())]
+    return [f"--jars {jar}", *(f"--conf {key}={value}" for key, value in confs.items())]
+
+
+def _spark_conf(args: argparse.Namespace) -> int:
+    from spark_provider.settings import SettingError
+
+    settings = {}
+    for pair in args.settings:
+        name, equals, value = pair.partition("=")
+        if not equals:
+            print(f"statestore spark-conf: {pair!r} is not NAME=VALUE", file=sys.stderr)
+            return 2
+        settings[name.strip()] = value.strip()
+    try:
+        jar = args.jar or str(provider_jar())
+        lines = spark_conf_lines(settings, jar, args.python, args.defaults)
+    except (SettingError, JarBuildError) as exc:
+        print(f"statestore spark-conf: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(lines) if args.defaults else " \\\n".join(lines))
+    return 0
+
+
 def add_command(subparsers: argparse._SubParsersAction) -> None:
-    """Register `build-jar` on the `statestore` command line."""
+    """Register `build-jar` and `spark-conf` on the `statestore` command line."""
     parser = subparsers.add_parser("build-jar", help="build the Spark provider jar")
     parser.add_argument("--out", required=True, help="where to write the jar")
     parser.set_defaults(handler=_build_jar)
+
+    confs = subparsers.add_parser(
+        "spark-conf",
+        help="print the --jars/--conf lines that run an application on this provider",
+        description="Prints the spark-submit arguments (or, with --defaults, spark-defaults.conf lines) that put an "
+        "application of any language, or a Spark Connect server, on this provider with the given settings "
+        "(NAME=VALUE, NAME a setting's keyword name or conf key, as README's settings table lists them).",
+    )
+    confs.add_argument("settings", nargs="*", metavar="NAME=VALUE")
+    confs.add_argument("--jar", help="the provider jar's path where the application runs (default: build it here)")
+    confs.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the Python that runs the state nodes and the controller (default: this one, %(default)s)",
+    )
+    confs.add_argument("--defaults", action="store_true", help="spark-defaults.conf lines instead")
+    confs.set_defaults(handler=_spark_conf)

@@ -53,7 +53,9 @@ class DriverController:
     tls_files: Any = None  # statestore.tls.TlsFiles: this process serves and calls over TLS while it runs
     port: int = 0  # 0: any free port
     address: str = ""
+    application: str = ""  # the Spark application's name, for this host's registry
     log_path: str = ""
+    _registration: Any = None
     watch: Any = None  # spark_provider.steering.ExecutorWatch, once the SparkContext is up
     _controller: Any = None
     _stopped: threading.Event = field(default_factory=threading.Event)
@@ -85,6 +87,9 @@ class DriverController:
             raise RuntimeError(f"the statestore controller cannot start{setting if self.port else ''}: {exc}") from exc
         self.address = f"{self.advertise_host}:{port}"
         auth.remember(self.address, self.secret)  # this process's clients of it (operator calls, steering)
+        from statestore.controller.registry import register
+
+        self._registration = register(self.address, self.secret, self.application)  # for `statestore status`
         _running.append(self)
         _stop_before_thread_pools_shut()
         return self.address
@@ -98,6 +103,10 @@ class DriverController:
             self.watch.stop()
         if self._controller is not None:
             self._controller.stop(grace=1.0)
+        if self._registration is not None:
+            from statestore.controller.registry import unregister
+
+            unregister(self._registration)
         if self.address:
             from statestore import auth, tls
 

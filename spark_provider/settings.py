@@ -79,7 +79,8 @@ SETTINGS: tuple[Setting, ...] = (
             "each executor starts its own node as a sidecar.",
             Text("a path")),
     Setting("controller", PREFIX + "controller", None,
-            "Address (host:port) of a controller run as a service; unset, `enable()` starts one in the driver.",
+            "Address (host:port) of a controller run as a service; unset, `enable()` starts one in the driver's "
+            "Python, else the driver plugin (`spark.plugins`) one beside the driver's JVM.",
             Address()),
     Setting("materialize_timeout_ms", PREFIX + "materializeTimeoutMs", "10000",
             "Longest a load waits for its state node's copy of a partition (a replica's checkpoint, or a peer's "
@@ -108,7 +109,7 @@ SETTINGS: tuple[Setting, ...] = (
             Text("a path")),
     Setting("secret", PREFIX + "secret", None,
             "The application's secret: every call to its controller and state nodes must carry it (statestore.auth, "
-            "docs/security.md). Unset: `enable()` makes one when it starts the controller (Spark's "
+            "docs/security.md). Unset: `enable()` or the driver plugin makes one as it starts the controller (Spark's "
             "`spark.authenticate.secret` if set, else a random one); with a `controller` of your own, that "
             "controller's secret (or the STATESTORE_SECRET environment variable). Spark redacts it in its UI.",
             Text("a string")),
@@ -125,11 +126,11 @@ SETTINGS: tuple[Setting, ...] = (
             "and clients present no certificate.",
             Text("a path")),
     Setting("forget_after_seconds", PREFIX + "forgetAfterSeconds", "60",
-            "For the controller `enable()` starts: a partition no node claims any more (its query stopped and "
+            "For the controller we start: a partition no node claims any more (its query stopped and "
             "Spark unloaded its stores) is forgotten after this long, and its replicas are deleted.",
             Number(0)),
     Setting("load_balancing", PREFIX + "loadBalancing", "off",
-            "For the controller `enable()` starts: hand primaries over (one increment each) when one executor "
+            "For the controller we start: hand primaries over (one increment each) when one executor "
             "stays busier than the others: `on`, `dry-run` (only show in `statestore status` the moves it would "
             "make and why), `off`.",
             Choice(("off", "dry-run", "on"))),
@@ -155,10 +156,10 @@ SETTINGS: tuple[Setting, ...] = (
             "between executors' hosts must name the ports (docs/deploy.md).",
             Integer(0, 65535 - 16)),
     Setting("controller_port", PREFIX + "controllerPort", "0",
-            "For the controller `enable()` starts: the port it listens on in the driver (0: any free port).",
+            "For the controller we start: the port it listens on in the driver (0: any free port).",
             Integer(0, 65535)),
     Setting("rereplication_delay_seconds", PREFIX + "rereplicationDelaySeconds", "10",
-            "For the controller `enable()` starts: after an executor is lost, new replicas for its roles wait this "
+            "For the controller we start: after an executor is lost, new replicas for its roles wait this "
             "long, so that the copies do not slow the batch resuming its partitions and Spark's replacement "
             "executor can take some of them (the failed-over partitions run with one replica fewer meanwhile).",
             Number(0, inclusive=True)),

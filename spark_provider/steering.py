@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 from handover.failover import Steer
+from statestore.controller.spark_events import SparkEvents
 from statestore.logs import log_event
 
 _log = logging.getLogger("statestore.controller.steering")
@@ -27,17 +28,24 @@ _WAIT_MS = 500
 
 
 class ExecutorWatch:
-    """A driver thread that waits for Spark's executor removals and fails their partitions over."""
+    """A driver thread that waits for Spark's executor removals and decommissions and hands them to the
+    controller (statestore.controller.spark_events)."""
 
     def __init__(self, context: Any, controller: Any) -> None:
         self._context = context
-        self._controller = controller
         self._steering = context._jvm.io.statestore.spark.Steering
         self._stopped = threading.Event()
-        self.failovers: list[tuple[str, list[Steer]]] = []  # (executor id, decisions), oldest first
-        self.drained: dict[str, int] = {}  # decommissioning executor id -> its drain's operation id (0: none)
-        self._announced: set[str] = set()
-        self._drain_failed: set[str] = set()  # executors whose drain failed once (logged once, retried)
+        self.events = SparkEvents(controller)
+
+    @property
+    def failovers(self) -> list[tuple[str, list[Steer]]]:
+        """(executor id, decisions) of each failover, oldest first."""
+        return self.events.failovers
+
+    @property
+    def drained(self) -> dict[str, int]:
+        """Decommissioning executor id -> its drain's operation id (0: nothing to drain)."""
+        return self.events.drained
 
     def start(self) -> None:
         """Listen to the SparkContext's executor removals from now on, on a daemon thread."""
@@ -54,43 +62,13 @@ class ExecutorWatch:
         while not self._stopped.is_set():
             try:
                 event = self._steering.nextRemovedExecutor(_WAIT_MS)
+                decommissioning = str(self._steering.decommissioningExecutors())
             except Py4JError:
                 return  # the SparkContext stopped
-            self._drain_decommissioning()
-            if not event:
-                continue
-            executor_id, _, reason = event.partition("\t")
-            log_event(_log, "spark_executor_removed", logging.WARNING, executor=executor_id, reason=reason)
-            try:
-                decisions = self._controller.executor_lost(executor_id, self.steer)
-            except Exception as exc:  # this thread must outlive one failed failover: later losses need it too
-                log_event(_log, "failover_failed", logging.ERROR, executor=executor_id, error=repr(exc))
-                continue
-            self.failovers.append((executor_id, decisions))
-
-    def _drain_decommissioning(self) -> None:
-        """Start draining each executor Spark began decommissioning (retried while another operation runs)."""
-        from py4j.protocol import Py4JError
-
-        try:
-            listed = str(self._steering.decommissioningExecutors())
-        except Py4JError:
-            return
-        for executor_id in filter(None, listed.split(",")):
-            if executor_id in self.drained:
-                continue
-            if executor_id not in self._announced:
-                self._announced.add(executor_id)
-                log_event(_log, "spark_executor_decommissioning", logging.WARNING, executor=executor_id)
-            try:
-                started = self._controller.executor_decommissioning(executor_id)
-            except Exception as exc:  # retried at the next wake-up (logged once); the watch thread goes on
-                if executor_id not in self._drain_failed:
-                    self._drain_failed.add(executor_id)
-                    log_event(_log, "decommission_drain_failed", logging.ERROR, executor=executor_id, error=repr(exc))
-                continue
-            if started is not None:
-                self.drained[executor_id] = started
+            self.events.decommissioning(list(filter(None, decommissioning.split(","))))
+            if event:
+                executor_id, _, reason = event.partition("\t")
+                self.events.executor_removed(executor_id, reason, self.steer)
 
     def steer(self, decision: Steer) -> None:
         """Report the decision's partition active on its executor (raises if Spark refuses)."""

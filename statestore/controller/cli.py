@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from statestore.logs import configure_logging
 
@@ -59,6 +60,19 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="hand-overs per automatic operation (default 2)",
     )
+    parser.add_argument(
+        "--parent-pid", type=int, metavar="PID", help="exit when this process exits (a sidecar of the driver's JVM)"
+    )
+    parser.add_argument("--port-file", type=Path, metavar="FILE", help="write the bound port here once serving")
+    parser.add_argument(
+        "--driver-link",
+        type=Path,
+        metavar="SOCKET",
+        help="serve the driver plugin's link at this Unix socket: Spark's executor events in, steering out",
+    )
+    parser.add_argument(
+        "--application", default="", metavar="NAME", help="the Spark application's name, in this host's registry"
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(handler=_run)
 
@@ -88,5 +102,9 @@ def _run(args: argparse.Namespace) -> int:
             args.forget_after,
             delay,
             load_balancing=balancing,
-        )
+        ),
+        args.parent_pid,
+        args.port_file,
+        args.driver_link,
+        args.application,
     )

@@ -43,10 +43,9 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from statestore.secret_option import add_secret_argument
+    from statestore.controller.target_option import add_target_arguments
 
-    parser.add_argument("--controller", required=True, metavar="HOST:PORT")
-    add_secret_argument(parser)
+    add_target_arguments(parser)
     parser.add_argument("--strategy", choices=STRATEGIES, default=Strategy.BATCHED.value)
     parser.add_argument("--wait", action="store_true", help="follow the operation with a progress bar until done")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="give up waiting after this")
@@ -65,16 +64,13 @@ def _run_rebalance(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, name: str, start: Callable[[ControlClient], control_pb2.OperationStatus]) -> int:
-    from statestore import auth
     from statestore.controller.client import ControlClient, ControlError
-    from statestore.secret_option import secret_from_file
+    from statestore.controller.target_option import resolve_target
 
-    try:
-        auth.remember(args.controller, secret_from_file(args.secret_file))
-    except ValueError as exc:
-        print(f"statestore {name}: {exc}", file=sys.stderr)
+    address = resolve_target(args, name)
+    if address is None:
         return 2
-    with ControlClient(args.controller) as client:
+    with ControlClient(address) as client:
         try:
             status = start(client)
             print(format_operation(status))

@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 from concurrent import futures
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -17,9 +18,10 @@ from statestore import auth, tls
 from statestore.cluster.membership import Membership
 from statestore.controller.load_balancer import BalancerSettings, LoadBalancer
 from statestore.controller.operations import Operations
+from statestore.controller.registry import register, unregister
 from statestore.controller.service import ControlService
 from statestore.logs import log_event
-from statestore.node.server import NodeStartupError, check_port_free
+from statestore.node.server import NodeStartupError, check_port_free, watch_parent
 from statestore.rpc import control_pb2_grpc
 
 _log = logging.getLogger("statestore.controller")
@@ -106,6 +108,11 @@ class Controller:
         self._service.operations.attach_spark(levers)
 
     @property
+    def secret(self) -> str:
+        """The secret every call must carry ("" for none)."""
+        return self._secret
+
+    @property
     def operations(self) -> Operations:
         """The operator commands (move, drain, rebalance) this controller runs."""
         return self._service.operations
@@ -122,18 +129,46 @@ class Controller:
             log_event(_log, "stopped", confirmed=confirmed)
 
 
-def run_controller(controller: Controller) -> int:
-    """Run until SIGTERM or SIGINT; returns the exit code."""
+def run_controller(
+    controller: Controller,
+    parent_pid: int | None = None,
+    port_file: Path | None = None,
+    driver_link: Path | None = None,
+    application: str = "",
+) -> int:
+    """Run until SIGTERM or SIGINT (or until `parent_pid` exits: a sidecar of the driver's JVM); returns the exit
+    code. `port_file`: where to write the bound port once serving (written whole, then renamed into place);
+    `driver_link`: the Unix socket to serve the driver plugin's link at (statestore.controller.driver_link);
+    `application`: the Spark application's name, for the registration operators' commands find it by."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if parent_pid is not None:
+        watch_parent(parent_pid, stop.set)
     try:
-        controller.start()
+        port = controller.start()
     except NodeStartupError as exc:
         log_event(_log, "startup_failed", logging.ERROR, error=str(exc))
         print(f"statestore controller: error: {exc}", file=sys.stderr)
         return 2
-    while not stop.wait(1.0):
-        pass
+    link = None
+    if driver_link is not None:
+        from statestore.controller.driver_link import DriverLink
+
+        link = DriverLink(driver_link, controller)
+        link.start()
+    host = controller.listen.rpartition(":")[0]
+    registration = register(f"{host}:{port}", controller.secret, application)
+    if port_file is not None:
+        written = port_file.with_name(port_file.name + ".tmp")
+        written.write_text(str(port))
+        written.replace(port_file)
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        unregister(registration)
+    if link is not None:
+        link.stop()
     controller.stop()
     return 0

@@ -9,10 +9,9 @@ import sys
 def add_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `statestore status`."""
     parser = subparsers.add_parser("status", help="nodes, partitions, replica groups, versions held and lag")
-    from statestore.secret_option import add_secret_argument
+    from statestore.controller.target_option import add_target_arguments
 
-    parser.add_argument("--controller", required=True, metavar="HOST:PORT")
-    add_secret_argument(parser)
+    add_target_arguments(parser)
     parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
     parser.set_defaults(handler=_run)
 
@@ -22,20 +21,18 @@ def _run(args: argparse.Namespace) -> int:
 
     from statestore import auth
     from statestore.controller.status import format_status
+    from statestore.controller.target_option import resolve_target
     from statestore.rpc import control_pb2, control_pb2_grpc
-    from statestore.secret_option import secret_from_file
 
-    try:
-        auth.remember(args.controller, secret_from_file(args.secret_file))
-    except ValueError as exc:
-        print(f"statestore status: {exc}", file=sys.stderr)
+    address = resolve_target(args, "status")
+    if address is None:
         return 2
-    with auth.channel(args.controller) as channel:
+    with auth.channel(address) as channel:
         try:
             reply = control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=args.timeout)
         except grpc.RpcError as exc:
             print(
-                f"statestore status: controller {args.controller} unreachable: {exc.code().name}: {exc.details()}",
+                f"statestore status: controller {address} unreachable: {exc.code().name}: {exc.details()}",
                 file=sys.stderr,
             )
             return 1

@@ -183,12 +183,18 @@ final class LocalChannel {
 
   /** How this JVM starts its sidecar: the executor's Python, its id, and the controller of the settings. */
   static NodeSidecar.Spec sidecarSpec(ProviderSettings settings) {
+    return new NodeSidecar.Spec(python(), executorId(), executorHost(), localMaster(), settings.nodePort,
+        settings.controller, settings.warmUpMbPerSecond, settings.nodeMemoryBudgetMb, settings.secret,
+        tlsEnvironment(settings));
+  }
+
+  /** The environment that gives a sidecar (node or controller) the settings' TLS files (statestore.tls). */
+  static java.util.Map<String, String> tlsEnvironment(ProviderSettings settings) {
     java.util.Map<String, String> tls = new java.util.TreeMap<>();
     if (settings.tlsCert != null) tls.put("STATESTORE_TLS_CERT", settings.tlsCert);
     if (settings.tlsKey != null) tls.put("STATESTORE_TLS_KEY", settings.tlsKey);
     if (settings.tlsCa != null) tls.put("STATESTORE_TLS_CA", settings.tlsCa);
-    return new NodeSidecar.Spec(python(), executorId(), executorHost(), localMaster(), settings.nodePort,
-        settings.controller, settings.warmUpMbPerSecond, settings.nodeMemoryBudgetMb, settings.secret, tls);
+    return tls;
   }
 
   private static String executorId() {

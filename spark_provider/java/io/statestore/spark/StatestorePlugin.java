@@ -14,6 +14,9 @@ import org.slf4j.LoggerFactory;
  * one runs no stateful task until something moves there, yet its node is what brings the replica groups back to
  * q replicas. Off when replication is off or a node runs as a service.
  *
+ * <p>On the driver ({@link DriverSide}) it starts the replica groups' controller when no {@code controller}
+ * setting names one (an application configured by Spark confs alone), and links it to Spark's scheduler.
+ *
  * <p>It also loads the native libraries a load needs (RocksDB's, zstd's) and the provider's classes in the
  * background, so that a partition failing over to an executor that never ran a stateful task does not pay for
  * them inside its load (about 0.4 s on the failover bench's replacement executors), and runs the branches of the
@@ -25,7 +28,7 @@ public final class StatestorePlugin implements SparkPlugin {
 
   @Override
   public DriverPlugin driverPlugin() {
-    return null;
+    return new DriverSide();
   }
 
   @Override

@@ -155,7 +155,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
       File jvmDir = LocalDirs.jvmDir(settings.localDir);
       this.localDir = new File(jvmDir, id.operatorId() + "_" + id.partitionId() + "_" + id.storeName() + "_"
           + java.util.UUID.randomUUID());
-      this.channel = servesStreamingQuery() ? LocalChannel.of(settings) : null;
+      this.channel = servesStreamingQuery(runId) ? LocalChannel.of(settings) : null;
       this.loader = new StateLoader(storeIdString, id.partitionId(), checkpoint, settings, channel);
     } catch (IOException e) {
       throw new IllegalStateException("statestore: cannot initialise " + storeIdString + ": " + e.getMessage(), e);
@@ -168,11 +168,13 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
    * Whether this provider serves a streaming query's tasks, not a batch job's such as the state data source's
    * (spark.read.format("statestore")): those read the checkpoint location only, never tell the state node that
    * this executor runs the partition, and so never disturb the replicas of the query that wrote it. Spark marks a
-   * streaming query's jobs with the local property sql.streaming.queryId; outside a task (tests) it serves one.
+   * streaming query's jobs with the local property sql.streaming.queryId, and its stateful operators' Hadoop conf
+   * with the run id ({@code runId}): a micro-batch that Spark Connect's foreachBatch runs from its own execution
+   * thread has only the latter. Outside a task (tests) it serves one.
    */
-  private static boolean servesStreamingQuery() {
+  private static boolean servesStreamingQuery(String runId) {
     org.apache.spark.TaskContext task = org.apache.spark.TaskContext.get();
-    return task == null || task.getLocalProperty("sql.streaming.queryId") != null;
+    return task == null || task.getLocalProperty("sql.streaming.queryId") != null || !runId.isEmpty();
   }
 
   @Override

@@ -55,7 +55,11 @@ public final class Steering {
    * idle (about a second later), and Spark posts no listener event until they are gone: this is polled.
    */
   public static String decommissioningExecutors() {
-    SparkContext sc = watched;
+    return decommissioningExecutors(watched);
+  }
+
+  /** {@link #decommissioningExecutors()} of {@code sc} ("" for null). */
+  static String decommissioningExecutors(SparkContext sc) {
     if (sc == null || !(sc.taskScheduler() instanceof TaskSchedulerImpl scheduler)) return "";
     synchronized (scheduler) { // Spark updates the map under the scheduler's lock
       return String.join(",",

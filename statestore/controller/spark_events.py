@@ -1,0 +1,61 @@
+"""What the controller does with Spark's executor events, wherever they come from: the driver plugin's link
+(statestore.controller.driver_link, the driver JVM's listener) or, with `enable()`'s in-process controller, the
+py4j watch (spark_provider.steering).
+
+An executor Spark removed: its partitions fail over to their replica holders, each steered there
+(handover.failover). An executor Spark is decommissioning (dynamic allocation's scale-down, a decommissioned
+worker or executor, with `spark.decommission.enabled`): it is drained at once, retried while another operation
+must end first, so that its partitions are handed over before it exits.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from handover.failover import Steer, SteerFunction
+from statestore.logs import log_event
+
+_log = logging.getLogger("statestore.controller.steering")
+
+
+class SparkEvents:
+    """Executor removals and decommissions, turned into failovers and drains of `controller`
+    (statestore.controller.server.Controller)."""
+
+    def __init__(self, controller: Any) -> None:
+        self._controller = controller
+        self.failovers: list[tuple[str, list[Steer]]] = []  # (executor id, decisions), oldest first
+        self.drained: dict[str, int] = {}  # decommissioning executor id -> its drain's operation id (0: none)
+        self._announced: set[str] = set()
+        self._drain_failed: set[str] = set()  # executors whose drain failed once (logged once, retried)
+
+    def executor_removed(self, executor_id: str, reason: str, steer: SteerFunction) -> None:
+        """Spark removed `executor_id`: fail its partitions over, steering each with `steer` (never raises: the
+        caller's thread must outlive one failed failover, later losses need it too)."""
+        log_event(_log, "spark_executor_removed", logging.WARNING, executor=executor_id, reason=reason)
+        try:
+            decisions = self._controller.executor_lost(executor_id, steer)
+        except Exception as exc:
+            log_event(_log, "failover_failed", logging.ERROR, executor=executor_id, error=repr(exc))
+            return
+        self.failovers.append((executor_id, decisions))
+
+    def decommissioning(self, executor_ids: list[str]) -> None:
+        """Spark is decommissioning these executors now: start draining each not drained yet (call again with
+        the executors still decommissioning to retry those whose drain had to wait)."""
+        for executor_id in executor_ids:
+            if executor_id in self.drained:
+                continue
+            if executor_id not in self._announced:
+                self._announced.add(executor_id)
+                log_event(_log, "spark_executor_decommissioning", logging.WARNING, executor=executor_id)
+            try:
+                started = self._controller.executor_decommissioning(executor_id)
+            except Exception as exc:  # retried at the next call (logged once)
+                if executor_id not in self._drain_failed:
+                    self._drain_failed.add(executor_id)
+                    log_event(_log, "decommission_drain_failed", logging.ERROR, executor=executor_id, error=repr(exc))
+                continue
+            if started is not None:
+                self.drained[executor_id] = started
