@@ -52,6 +52,8 @@ class DriverController:
     secret: str = field(default="", repr=False)  # the application's (statestore.auth); "": calls unchecked
     tls_files: Any = None  # statestore.tls.TlsFiles: this process serves and calls over TLS while it runs
     port: int = 0  # 0: any free port
+    metrics_port: int | None = None  # the Prometheus endpoint's port (0: any free one); None: no endpoint
+    metrics_address: str = ""
     address: str = ""
     application: str = ""  # the Spark application's name, for this host's registry
     log_path: str = ""
@@ -86,6 +88,11 @@ class DriverController:
             setting = " (the controller_port setting, spark.sql.streaming.stateStore.statestore.controllerPort)"
             raise RuntimeError(f"the statestore controller cannot start{setting if self.port else ''}: {exc}") from exc
         self.address = f"{self.advertise_host}:{port}"
+        if self.metrics_port is not None:
+            from statestore.controller.metrics import serve_metrics
+
+            bound = serve_metrics(self._controller, self.listen_host, self.metrics_port)
+            self.metrics_address = f"{self.advertise_host}:{bound}"
         auth.remember(self.address, self.secret)  # this process's clients of it (operator calls, steering)
         from statestore.controller.registry import register
 
@@ -161,6 +168,7 @@ def start_driver_controller(
     bind_address: str | None = None,
     tls_files: Any = None,
     port: int = 0,
+    metrics_port: int | None = None,
 ) -> DriverController:
     """Start a controller for a Spark application with this master; it stops with the SparkContext.
     `load_balancing`: the policy's `BalancerSettings` (None: off); `secret`: what every call must carry."""
@@ -175,6 +183,7 @@ def start_driver_controller(
         secret=secret,
         tls_files=tls_files,
         port=port,
+        metrics_port=metrics_port,
     )
     controller.start()
     controller.stop_with_spark_context()

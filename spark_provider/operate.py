@@ -1,10 +1,13 @@
-"""Operator commands from a notebook or the driver's program: `move`, `drain` and `rebalance` on the controller
-that `enable()` started in this process (or the one at `controller=HOST:PORT`).
+"""Operator commands from a notebook or the driver's program: `status`, `move`, `drain` and `rebalance` on the
+application's controller: the one at `controller=HOST:PORT`, else the one `enable()` started in this process, else
+the one `spark`'s confs name (a session whose driver plugin started it, a Spark Connect session: the address and
+the secret are the session's confs), else the active session's, else the one registered on this host.
 
-    from spark_provider import move, drain, rebalance
+    from spark_provider import move, drain, rebalance, status
     move({"3": "2"})                      # task partition 3 of every stateful operator to executor 2
     drain("1", strategy="fluid")          # everything off executor 1, one partition per batch
     rebalance(dry_run=True).moves         # what a rebalance would move
+    print(status(spark=spark, text=True)) # nodes, replica groups and lag, as `statestore status` shows them
 
 Each waits until its operation is done (a progress bar on stderr) unless `wait=False`, at most `timeout`
 seconds (an hour by default: every move ends by its own time limits well before; a `TimeoutError` says the
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 DEFAULT_WAIT_SECONDS = 3600.0
 
@@ -32,9 +35,10 @@ def move(
     wait: bool = True,
     controller: str | None = None,
     timeout: float | None = DEFAULT_WAIT_SECONDS,
+    spark: Any = None,
 ) -> control_pb2.OperationStatus:
     """Move each task partition (key: `PARTITION`, `OPERATOR/PARTITION` or a store id) to its executor (value)."""
-    return _run(controller, wait, timeout, lambda c: c.move(moves, strategy, query))
+    return _run(controller_address(controller, spark), wait, timeout, lambda c: c.move(moves, strategy, query))
 
 
 def drain(
@@ -43,9 +47,10 @@ def drain(
     wait: bool = True,
     controller: str | None = None,
     timeout: float | None = DEFAULT_WAIT_SECONDS,
+    spark: Any = None,
 ) -> control_pb2.OperationStatus:
     """Move every primary and replica off `executor` (a Spark executor id)."""
-    return _run(controller, wait, timeout, lambda c: c.drain(executor, strategy))
+    return _run(controller_address(controller, spark), wait, timeout, lambda c: c.drain(executor, strategy))
 
 
 def rebalance(
@@ -54,34 +59,85 @@ def rebalance(
     wait: bool = True,
     controller: str | None = None,
     timeout: float | None = DEFAULT_WAIT_SECONDS,
+    spark: Any = None,
 ) -> control_pb2.OperationStatus:
     """Re-plan primaries and replicas with placement and carry the moves out (only plan them with `dry_run`)."""
-    return _run(controller, wait, timeout, lambda c: c.rebalance(strategy, dry_run))
+    return _run(controller_address(controller, spark), wait, timeout, lambda c: c.rebalance(strategy, dry_run))
 
 
-def controller_address() -> str:
-    """The address of the controller `enable()` started in this process (raises ControlError if none runs)."""
+def status(controller: str | None = None, spark: Any = None, text: bool = False) -> Any:
+    """The controller's status (`statestore.rpc.control_pb2.StatusReply`), or with `text` the tables
+    `statestore status` prints."""
+    from statestore import auth
+    from statestore.controller.status import format_status
+    from statestore.rpc import control_pb2, control_pb2_grpc
+
+    with auth.channel(controller_address(controller, spark)) as channel:
+        reply = control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=10)
+    return format_status(reply) if text else reply
+
+
+def controller_address(controller: str | None = None, spark: Any = None) -> str:
+    """The controller to call, found as the module says (its secret remembered for the calls); raises ControlError
+    saying where it looked when none is found."""
     from spark_provider.driver_controller import running_controllers
+    from statestore import auth
     from statestore.controller.client import ControlError
+    from statestore.controller.registry import ControllerNotFound, choose
 
+    if controller:
+        return controller
     running = running_controllers()
-    if not running:
+    if running and spark is None:
+        return running[-1].address
+    session = spark if spark is not None else _active_session()
+    if session is not None:
+        address = session.conf.get(_CONTROLLER_KEY, None)
+        if address:
+            secret = session.conf.get(_SECRET_KEY, None)
+            if secret and "redacted" not in secret:
+                auth.remember(address, secret)
+            return address
+    try:
+        address, secret = choose(None, None)
+    except ControllerNotFound as exc:
         raise ControlError(
-            "no statestore controller runs in this process: call spark_provider.enable() with replication on, "
-            "or pass controller='HOST:PORT'"
-        )
-    return running[-1].address
+            f"no statestore controller found: none runs in this process, no Spark session names one "
+            f"({_CONTROLLER_KEY}), and {exc}"
+        ) from None
+    if secret:
+        auth.remember(address, secret)
+    return address
+
+
+_CONTROLLER_KEY = "spark.sql.streaming.stateStore.statestore.controller"
+_SECRET_KEY = "spark.sql.streaming.stateStore.statestore.secret"
+
+
+def _active_session() -> Any:
+    """The active SparkSession of this thread (classic or Spark Connect), None without one."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        try:
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            session = ConnectSession.getActiveSession()
+        except ImportError:  # Spark Connect's client libraries are not installed
+            return None
+    return session
 
 
 def _run(
-    controller: str | None,
+    controller: str,
     wait: bool,
     timeout: float | None,
     start: Callable[[ControlClient], control_pb2.OperationStatus]
 ) -> control_pb2.OperationStatus:
     from statestore.controller.client import ControlClient, moves_done
 
-    with ControlClient(controller or controller_address()) as client:
+    with ControlClient(controller) as client:
         status = start(client)
         if not wait or status.state != "running":
             return status

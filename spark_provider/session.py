@@ -106,6 +106,7 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
             bind_address,
             tls_files,
             int(confs[BY_NAME["controller_port"].key]),
+            int(confs[metrics]) if (metrics := BY_NAME["metrics_port"].key) in confs else None,
         )
         confs[BY_NAME["controller"].key] = controller.address
     else:  # a controller of the user's (or none)

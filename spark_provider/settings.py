@@ -158,6 +158,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("controller_port", PREFIX + "controllerPort", "0",
             "For the controller we start: the port it listens on in the driver (0: any free port).",
             Integer(0, 65535)),
+    Setting("metrics_port", PREFIX + "metricsPort", None,
+            "For the controller we start: serve its figures (replica lag, failovers, loads by source, bytes "
+            "shipped, moves) in Prometheus' text format at http://<controller host>:PORT/metrics (0: any free "
+            "port, logged); unset: no endpoint.",
+            Integer(0, 65535)),
     Setting("rereplication_delay_seconds", PREFIX + "rereplicationDelaySeconds", "10",
             "For the controller we start: after an executor is lost, new replicas for its roles wait this "
             "long, so that the copies do not slow the batch resuming its partitions and Spark's replacement "

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import grpc
 import pyspark
+from pyspark.sql import SparkSession
 
+import spark_provider
 from spark_provider.jar import provider_jar
 from spark_provider.local_cluster import kill_executor
 from spark_provider.settings import PLUGIN_CLASS, PREFIX
@@ -113,6 +115,15 @@ def test_a_connect_client_runs_a_stateful_query_on_our_provider_through_a_kill(t
             60,
             f"the partitions of executor {victim} steered to their replicas",
         )
+        # The Python API from a Spark Connect session: the controller's address and secret are its confs.
+        operator = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
+        try:
+            shown = spark_provider.status(spark=operator, text=True)
+            assert "0/0/default" in shown and "FAILOVER" in shown, shown
+            planned = spark_provider.rebalance(dry_run=True, spark=operator)
+            assert planned.kind == "rebalance", planned
+        finally:
+            operator.stop()
         client.stdin.write("killed\n")
         client.stdin.flush()
         lines = client.stdout.read().splitlines()

@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from collections import defaultdict
 from pathlib import Path
@@ -103,11 +104,12 @@ def test_a_java_application_replicates_and_fails_over_with_confs_alone(tmp_path:
     app = _application_jar(tmp_path)
     inputs, out, progress, stop = tmp_path / "in", tmp_path / "out", tmp_path / "progress.jsonl", tmp_path / "stop"
     inputs.mkdir()
-    port, ui_port, secret = free_port(), free_port(), "a-secret-the-test-knows"
+    port, ui_port, metrics_port, secret = free_port(), free_port(), free_port(), "a-secret-the-test-knows"
     address = f"127.0.0.1:{port}"
     # The confs `statestore spark-conf controller_port=... secret=...` prints, as a user would paste them.
     printed = subprocess.run(
-        [sys.executable, "-m", "statestore.cli", "spark-conf", f"controller_port={port}", f"secret={secret}"],
+        [sys.executable, "-m", "statestore.cli", "spark-conf", f"controller_port={port}", f"secret={secret}",
+         f"metrics_port={metrics_port}"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     confs = [word for line in printed.splitlines() for word in line.rstrip(" \\").split(" ", 1)]
@@ -182,6 +184,27 @@ def test_a_java_application_replicates_and_fails_over_with_confs_alone(tmp_path:
         sources = load_sources(_progress(progress, after_kill))
         # Nothing from the checkpoint location: the lost partitions (and any other Spark ran elsewhere) from replicas.
         assert sources["replica"] >= len(lost) and sources["checkpoint"] == 0, (victim, lost, sources)
+
+        # The controller's Prometheus endpoint counted the failover and the loads from replicas.
+        def scraped() -> dict[str, float]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as response:
+                text = response.read().decode()
+            return {
+                name: float(value)
+                for name, _, value in (line.rpartition(" ") for line in text.splitlines() if not line.startswith("#"))
+            }
+
+        wait_for(
+            lambda: scraped().get('statestore_loads_total{source="replica"}', 0) >= len(lost),
+            30,
+            "the metrics counting the loads from replicas",
+        )
+        figures = scraped()
+        assert figures["statestore_failovers_total"] == 1, figures
+        assert figures["statestore_failover_partitions_total"] == len(lost), figures
+        assert figures['statestore_nodes{state="alive"}'] >= 2, figures
+        assert any(name.startswith("statestore_replica_lag_versions{") for name in figures), figures
+        assert figures["statestore_shipped_bytes_total"] > 0, figures
 
         # The controller dies: the driver starts it again at the same address, and it learns the cluster again
         # from the nodes' heartbeats.

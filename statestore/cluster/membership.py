@@ -103,6 +103,10 @@ class Membership:
         self.forget_after = forget_after
         self.changes = 0
         self.node_changes = 0  # of those, the ones about nodes: a node joining, moving, dying or coming back
+        # Counters for the metrics endpoint (statestore.controller.metrics): loads by where their state came
+        # from, as primaries report them, and the bytes of the increments shipped to replicas.
+        self.loads_by_source: dict[str, int] = {}
+        self.shipped_bytes = 0
         self._clock = clock
         self._nodes: dict[str, NodeRecord] = {}
         self._winner: dict[str, str] = {}  # partition key -> the live node whose claim stands
@@ -220,9 +224,9 @@ class Membership:
             claims = {}
             for report in request.primaries:
                 store = report.store
-                claims[f"{store.store_id}@{store.checkpoint_dir}"] = Claim(
-                    report, now - max(report.seconds_since_commit, 0.0), now
-                )
+                key = f"{store.store_id}@{store.checkpoint_dir}"
+                claims[key] = Claim(report, now - max(report.seconds_since_commit, 0.0), now)
+                self._count(record.primaries.get(key), report)
             before, record.primaries = record.primaries, claims
             if claims.keys() != before.keys():
                 record.keys_version += 1
@@ -247,6 +251,21 @@ class Membership:
             record.reports_epoch = self._next_reports_epoch
             self._next_reports_epoch += 1
             return record.reports_epoch
+
+    def _count(self, before: Claim | None, report: control_pb2.PrimaryReport) -> None:
+        """Count a load the report shows for the first time, and the increments shipped since the node's last
+        report of the partition (estimated from the last one's size when several versions passed)."""
+        load = report.last_load
+        if report.HasField("last_load") and (
+            before is None
+            or not before.report.HasField("last_load")
+            or (before.report.last_load.version, before.report.last_load.source, before.report.last_load.millis)
+            != (load.version, load.source, load.millis)
+        ):
+            self.loads_by_source[load.source] = self.loads_by_source.get(load.source, 0) + 1
+        if before is not None and report.version > before.report.version:
+            versions = report.version - before.report.version
+            self.shipped_bytes += report.increment_bytes * versions * len(report.replicas)
 
     def _set_replicas(self, record: NodeRecord, reports: dict[str, common_pb2.VersionHeld]) -> None:
         """`record`'s replicas are `reports` from now on, indexed by holder (call with the lock held)."""

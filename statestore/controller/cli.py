@@ -71,6 +71,12 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         help="serve the driver plugin's link at this Unix socket: Spark's executor events in, steering out",
     )
     parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://LISTEN-HOST:PORT/metrics (0: any free port; default: none)",
+    )
+    parser.add_argument(
         "--application", default="", metavar="NAME", help="the Spark application's name, in this host's registry"
     )
     parser.add_argument("--log-level", default="INFO")
@@ -107,4 +113,5 @@ def _run(args: argparse.Namespace) -> int:
         args.port_file,
         args.driver_link,
         args.application,
+        args.metrics_port,
     )

@@ -22,7 +22,7 @@ from statestore.controller.registry import register, unregister
 from statestore.controller.service import ControlService
 from statestore.logs import log_event
 from statestore.node.server import NodeStartupError, check_port_free, watch_parent
-from statestore.rpc import control_pb2_grpc
+from statestore.rpc import control_pb2, control_pb2_grpc
 
 _log = logging.getLogger("statestore.controller")
 
@@ -58,6 +58,8 @@ class Controller:
         self.port = 0
         balancing = load_balancing or BalancerSettings()
         self.load_balancer = LoadBalancer(self.membership, self._service.operations, balancing)
+        self.failovers = 0  # executors lost and failed over (statestore.controller.metrics)
+        self.failed_over_partitions = 0  # partitions those failovers steered to replica holders
 
     def start(self) -> int:
         """Serve; returns the bound port (useful with port 0). Raises NodeStartupError if it cannot listen."""
@@ -96,7 +98,10 @@ class Controller:
         each partition's next task with `steer` (handover.failover)."""
         node_id = self.membership.node_of_executor(executor_id)
         handed_over = self._service.operations.steered_from(node_id) if node_id else frozenset()
-        return self._service.failover.executor_lost(executor_id, steer, skip=handed_over)
+        decisions = self._service.failover.executor_lost(executor_id, steer, skip=handed_over)
+        self.failovers += 1
+        self.failed_over_partitions += len(decisions)
+        return decisions
 
     def executor_decommissioning(self, executor_id: str) -> int | None:
         """Spark is decommissioning executor `executor_id` (it exits once idle): drain it now. Returns the drain's
@@ -106,6 +111,10 @@ class Controller:
     def attach_spark(self, levers: SparkLevers) -> None:
         """Lend the controller the driver's levers on Spark's task placement, for operator commands."""
         self._service.operations.attach_spark(levers)
+
+    def status(self) -> control_pb2.StatusReply:
+        """What `statestore status` shows (the Status call's answer)."""
+        return self._service.Status(control_pb2.StatusRequest(), None)
 
     @property
     def secret(self) -> str:
@@ -135,11 +144,13 @@ def run_controller(
     port_file: Path | None = None,
     driver_link: Path | None = None,
     application: str = "",
+    metrics_port: int | None = None,
 ) -> int:
     """Run until SIGTERM or SIGINT (or until `parent_pid` exits: a sidecar of the driver's JVM); returns the exit
     code. `port_file`: where to write the bound port once serving (written whole, then renamed into place);
     `driver_link`: the Unix socket to serve the driver plugin's link at (statestore.controller.driver_link);
-    `application`: the Spark application's name, for the registration operators' commands find it by."""
+    `application`: the Spark application's name, for the registration operators' commands find it by;
+    `metrics_port`: serve the Prometheus endpoint there (statestore.controller.metrics), None: none."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -158,6 +169,11 @@ def run_controller(
         link = DriverLink(driver_link, controller)
         link.start()
     host = controller.listen.rpartition(":")[0]
+    if metrics_port is not None:
+        from statestore.controller.metrics import serve_metrics
+
+        bound = serve_metrics(controller, host.strip("[]"), metrics_port)
+        log_event(_log, "metrics_listening", address=f"{host}:{bound}", path="/metrics")
     registration = register(f"{host}:{port}", controller.secret, application)
     if port_file is not None:
         written = port_file.with_name(port_file.name + ".tmp")

@@ -108,7 +108,7 @@ final class DriverSide implements DriverPlugin {
     for (String[] option : new String[][] {{"forgetAfterSeconds", "--forget-after"},
         {"rereplicationDelaySeconds", "--rereplication-delay"}, {"loadBalancing", "--load-balancing"},
         {"loadBalancingFactor", "--load-balancing-factor"}, {"loadBalancingBatches", "--load-balancing-batches"},
-        {"loadBalancingMaxMoves", "--load-balancing-max-moves"}}) {
+        {"loadBalancingMaxMoves", "--load-balancing-max-moves"}, {"metricsPort", "--metrics-port"}}) {
       String value = conf.get(ProviderSettings.PREFIX + option[0], null);
       if (value != null) {
         cmd.add(option[1]);
