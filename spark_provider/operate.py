@@ -1,7 +1,8 @@
 """Operator commands from a notebook or the driver's program: `status`, `move`, `drain` and `rebalance` on the
 application's controller: the one at `controller=HOST:PORT`, else the one `enable()` started in this process, else
-the one `spark`'s confs name (a session whose driver plugin started it, a Spark Connect session: the address and
-the secret are the session's confs), else the active session's, else the one registered on this host.
+the one `spark`'s confs name (a session whose driver plugin started it, a Spark Connect session: the address is a
+conf of the session, the secret too unless redacted, as a Connect server does: then this host's registry's or
+STATESTORE_SECRET), else the active session's, else the one registered on this host.
 
     from spark_provider import move, drain, rebalance, status
     move({"3": "2"})                      # task partition 3 of every stateful operator to executor 2
@@ -94,8 +95,15 @@ def controller_address(controller: str | None = None, spark: Any = None) -> str:
     if session is not None:
         address = session.conf.get(_CONTROLLER_KEY, None)
         if address:
+            # A Spark Connect server redacts the secret it hands a client: then this host's registry's, else the
+            # environment's (statestore.secret_option).
             secret = session.conf.get(_SECRET_KEY, None)
-            if secret and "redacted" not in secret:
+            if not secret or "redacted" in secret:
+                from statestore.controller.registry import running
+                from statestore.secret_option import secret_from_env
+
+                secret = {r.address: r.secret for r in running()}.get(address) or secret_from_env()
+            if secret:
                 auth.remember(address, secret)
             return address
     try:

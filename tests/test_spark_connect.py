@@ -16,9 +16,7 @@ from pathlib import Path
 
 import grpc
 import pyspark
-from pyspark.sql import SparkSession
 
-import spark_provider
 from spark_provider.jar import provider_jar
 from spark_provider.local_cluster import kill_executor
 from spark_provider.settings import PLUGIN_CLASS, PREFIX
@@ -31,6 +29,15 @@ HERE = Path(__file__).resolve().parent
 SPARK_HOME = Path(pyspark.__file__).parent
 KEYS = [f"k{i}" for i in range(40)]
 SECRET = "the-connect-test-secret"
+
+
+OPERATOR = """
+from pyspark.sql import SparkSession
+import spark_provider
+session = SparkSession.builder.remote({remote!r}).getOrCreate()
+print(spark_provider.status(spark=session, text=True))
+print("PLANNED", spark_provider.rebalance(dry_run=True, spark=session).kind)
+"""
 
 
 def _status(address: str) -> control_pb2.StatusReply:
@@ -115,15 +122,15 @@ def test_a_connect_client_runs_a_stateful_query_on_our_provider_through_a_kill(t
             60,
             f"the partitions of executor {victim} steered to their replicas",
         )
-        # The Python API from a Spark Connect session: the controller's address and secret are its confs.
-        operator = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
-        try:
-            shown = spark_provider.status(spark=operator, text=True)
-            assert "0/0/default" in shown and "FAILOVER" in shown, shown
-            planned = spark_provider.rebalance(dry_run=True, spark=operator)
-            assert planned.kind == "rebalance", planned
-        finally:
-            operator.stop()
+        # The Python API from a Spark Connect session (in a process of its own: a Connect session marks its
+        # process as a Connect client for good): the controller's address and secret are the session's confs.
+        operator = subprocess.run(
+            [sys.executable, "-c", OPERATOR.format(remote=f"sc://127.0.0.1:{port}")],
+            capture_output=True, text=True, timeout=120, cwd=HERE.parent,
+        )  # fmt: skip
+        assert operator.returncode == 0, operator.stderr[-4000:]
+        assert "0/0/default" in operator.stdout and "FAILOVER" in operator.stdout, operator.stdout
+        assert "PLANNED rebalance" in operator.stdout, operator.stdout
         client.stdin.write("killed\n")
         client.stdin.flush()
         lines = client.stdout.read().splitlines()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import grpc
 import pyspark
+import pytest
 
 from spark_provider.local_cluster import kill_executor
 from spark_provider.progress import load_sources
@@ -32,8 +33,10 @@ PARTITIONS = 6
 KEYS = [f"k{i}" for i in range(40)]
 
 
-def _application_jar(work: Path) -> Path:
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/java_app compiled with javac against pyspark's jars, in a jar of its own."""
+    work = tmp_path_factory.mktemp("java-app")
     classes = work / "classes"
     classes.mkdir()
     source = HERE / "java_app" / "StatefulCounts.java"
@@ -100,8 +103,7 @@ def _status(address: str) -> control_pb2.StatusReply:
         return control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=5)
 
 
-def test_a_java_application_replicates_and_fails_over_with_confs_alone(tmp_path: Path) -> None:
-    app = _application_jar(tmp_path)
+def test_a_java_application_replicates_and_fails_over_with_confs_alone(app: Path, tmp_path: Path) -> None:
     inputs, out, progress, stop = tmp_path / "in", tmp_path / "out", tmp_path / "progress.jsonl", tmp_path / "stop"
     inputs.mkdir()
     port, ui_port, metrics_port, secret = free_port(), free_port(), free_port(), "a-secret-the-test-knows"
@@ -226,3 +228,23 @@ def test_a_java_application_replicates_and_fails_over_with_confs_alone(tmp_path:
     expected = _expected_outputs(batches)
     for batch_id, want in enumerate(expected):
         assert _output(out, batch_id) == want, f"micro-batch {batch_id}"
+
+
+def test_a_driver_without_a_python_for_its_controller_fails_naming_the_settings(app: Path, tmp_path: Path) -> None:
+    printed = subprocess.run(
+        [sys.executable, "-m", "statestore.cli", "spark-conf", "--python", "/nonexistent/python3"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    confs = [word for line in printed.splitlines() for word in line.rstrip(" \\").split(" ", 1)]
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME)}
+    for variable in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
+        env.pop(variable, None)
+    ended = subprocess.run(
+        [str(SPARK_HOME / "bin" / "spark-submit"), "--master", "local[1]", "--class", "StatefulCounts", *confs,
+         str(app), str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "progress"), str(tmp_path / "stop")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert ended.returncode != 0
+    log = ended.stdout + ended.stderr
+    assert "the driver could not start the replica groups' controller" in log, log[-4000:]
+    assert "/nonexistent/python3" in log and "spark.pyspark.python" in log, log[-4000:]

@@ -200,3 +200,18 @@ def test_bad_ranges_are_refused_naming_the_store(spark: Any, tmp_path: Path) -> 
     (store_dir / "3.increment").unlink()
     with pytest.raises(Exception, match=r"3\.increment"):
         _read(spark, ours, readChangeFeed=True, changeStartBatchId=0)
+
+
+def test_the_state_data_source_reads_without_a_streaming_run_id(spark: Any, tmp_path: Path) -> None:
+    """The provider tells its state node it runs a partition only for a streaming query's tasks, which it knows by
+    the run id in its Hadoop conf (or the streaming local property): the state data source builds its Hadoop conf
+    from the user's session, which has no run id even after that session ran streaming queries (each runs in a
+    clone of it), so its reads never touch the replicas."""
+    from pyspark.sql import functions as F
+
+    def build(spark: Any, s: dict[str, Any]) -> Any:
+        return s["events"].groupBy("k").agg(F.count("*").alias("n"))
+
+    _both(spark, tmp_path, {"events": EVENTS}, build, "update", events(3))
+    hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
+    assert hadoop_conf.get("sql.streaming.runId") is None
