@@ -1,8 +1,8 @@
 """Operator commands from a notebook or the driver's program: `status`, `move`, `drain` and `rebalance` on the
-application's controller: the one at `controller=HOST:PORT`, else the one `enable()` started in this process, else
-the one `spark`'s confs name (a session whose driver plugin started it, a Spark Connect session: the address is a
-conf of the session, the secret too unless redacted, as a Connect server does: then this host's registry's or
-STATESTORE_SECRET), else the active session's, else the one registered on this host.
+application's controller: the one at `controller=HOST:PORT`, else the one `spark`'s confs name (the driver
+plugin's, which `enable()` turns on; a Spark Connect session's: the address is a conf of the session, the secret
+too unless redacted, as a Connect server does: then STATESTORE_SECRET's or this host's registry's), else the
+active session's, else the one registered on this host.
 
     from spark_provider import move, drain, rebalance, status
     move({"3": "2"})                      # task partition 3 of every stateful operator to executor 2
@@ -81,36 +81,27 @@ def status(controller: str | None = None, spark: Any = None, text: bool = False)
 def controller_address(controller: str | None = None, spark: Any = None) -> str:
     """The controller to call, found as the module says (its secret remembered for the calls); raises ControlError
     saying where it looked when none is found."""
-    from spark_provider.driver_controller import running_controllers
     from statestore import auth
     from statestore.controller.client import ControlError
-    from statestore.controller.registry import ControllerNotFound, choose
+    from statestore.registry import ControllerNotFound, choose
 
     if controller:
         return controller
-    running = running_controllers()
-    if running and spark is None:
-        return running[-1].address
     session = spark if spark is not None else _active_session()
     if session is not None:
         address = session.conf.get(_CONTROLLER_KEY, None)
         if address:
-            # A Spark Connect server redacts the secret it hands a client: then this host's registry's, else the
-            # environment's (statestore.secret_option).
+            # A Spark Connect server redacts the secret it hands a client: then the environment's, else this
+            # host's registry's (statestore.auth.secret_for looks there).
             secret = session.conf.get(_SECRET_KEY, None)
-            if not secret or "redacted" in secret:
-                from statestore.controller.registry import running
-                from statestore.secret_option import secret_from_env
-
-                secret = {r.address: r.secret for r in running()}.get(address) or secret_from_env()
-            if secret:
+            if secret and "redacted" not in secret:
                 auth.remember(address, secret)
             return address
     try:
         address, secret = choose(None, None)
     except ControllerNotFound as exc:
         raise ControlError(
-            f"no statestore controller found: none runs in this process, no Spark session names one "
+            f"no statestore controller found: no Spark session names one "
             f"({_CONTROLLER_KEY}), and {exc}"
         ) from None
     if secret:

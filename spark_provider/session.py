@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
-from spark_provider.driver_controller import start_driver_controller
 from spark_provider.jar import provider_jar
 from spark_provider.settings import BY_KEY, BY_NAME, PLUGIN_CLASS, PREFIX, PROVIDER_CLASS, SettingError, spark_confs
 
@@ -50,39 +51,55 @@ def _tls_files(confs: dict[str, str]) -> Any:
         raise SettingError(str(exc)) from None
 
 
-def _spark_secret(builder_or_session: Any) -> str:
-    """Spark's own `spark.authenticate.secret` when the user set one ("" if not)."""
-    key = "spark.authenticate.secret"
+def _python_confs(builder_or_session: Any) -> dict[str, str]:
+    """Spark confs naming this Python (which has this package) where nothing names one yet: the driver's, for the
+    controller the driver side starts, and, when the executors run on this machine (`local`, `local-cluster`),
+    theirs, for the state nodes they start. Spark confs, not a session's: the builder or the driver side takes
+    them."""
+    found = {}
+    if not _spark_conf(builder_or_session, "spark.pyspark.driver.python"):
+        found["spark.pyspark.driver.python"] = sys.executable
+    options = getattr(builder_or_session, "_options", None)
+    master = options.get("spark.master") if options is not None else builder_or_session.sparkContext.master
+    named = os.environ.get("PYSPARK_PYTHON") or any(
+        _spark_conf(builder_or_session, key) for key in ("spark.executorEnv.PYSPARK_PYTHON", "spark.pyspark.python")
+    )
+    if str(master or "").startswith("local") and not named:
+        found["spark.executorEnv.PYSPARK_PYTHON"] = sys.executable
+    return found
+
+
+def _spark_conf(builder_or_session: Any, key: str) -> str:
+    """A Spark conf the builder or the running SparkContext has ("" if unset)."""
     options = getattr(builder_or_session, "_options", None)
     if options is not None:
         return str(options.get(key) or "")
     return builder_or_session.sparkContext.getConf().get(key) or ""
 
 
-def _master_and_driver_hosts(builder_or_session: Any) -> tuple[str | None, str | None, str | None]:
-    """Spark's master, `spark.driver.host` and `spark.driver.bindAddress` (None where unset)."""
-    options = getattr(builder_or_session, "_options", None)
-    if options is not None:
-        return options.get("spark.master"), options.get("spark.driver.host"), options.get("spark.driver.bindAddress")
-    context = builder_or_session.sparkContext
-    conf = context.getConf()
-    return context.master, conf.get("spark.driver.host"), conf.get("spark.driver.bindAddress")
+def _spark_secret(builder_or_session: Any) -> str:
+    """Spark's own `spark.authenticate.secret` when the user set one ("" if not)."""
+    return _spark_conf(builder_or_session, "spark.authenticate.secret")
 
 
 def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: object) -> Any:
-    """Configure Spark to keep streaming state in the statestore provider.
+    """Configure Spark to keep streaming state in the statestore provider: a convenience that sets the Spark confs
+    `statestore spark-conf` prints (the same confs work in `spark-submit --conf`, `spark-defaults.conf` or a Spark
+    Connect server's command).
 
-    `builder_or_session` is a `SparkSession.Builder` (preferred: the jar is then on the driver's and the
-    executors' class path from the start) or a running `SparkSession` (the jar is added with `addJar`).
+    `builder_or_session` is a `SparkSession.Builder` (preferred: the jar and the plugin are then on the driver's
+    and the executors' class path from the start) or a running `SparkSession` (the jar is added with `addJar`).
     `jar` overrides the automatically built jar; `settings` are the keyword names listed in
     `spark_provider.settings.SETTINGS`; a value of ours the builder or session already has (`.config(key, v)`)
     is kept unless a keyword overrides it. Every value is checked here: a bad one raises
     `spark_provider.settings.SettingError` (a ValueError) naming the setting, the value and what is allowed.
     Returns what it was given, so builder calls chain.
 
-    With a replication factor above 0 (the default is 1) and no `controller` setting, it starts the replica
-    groups' controller in this (the driver's) process, stopped when the SparkContext stops; executors start
-    their state nodes as sidecars on their first commit.
+    With a replication factor above 0 (the default is 1) and no `controller` setting, the plugin's driver side
+    starts the replica groups' controller as a sidecar of the driver's JVM while the SparkContext starts (for a
+    running session: now), and Spark's executor events reach it there; executors start their state nodes as
+    they start. The controller's address is then the session's `controller` conf, and this process's calls to it
+    (`spark_provider.move`, `status`...) find its secret in this host's registry (statestore.registry).
     """
     confs = {
         "spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS,
@@ -91,55 +108,52 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
     jar_path = str(Path(jar) if jar is not None else provider_jar())
     tls_files = _tls_files(confs)
     secret_key = BY_NAME["secret"].key
-    if int(confs[BY_NAME["replication_factor"].key]) > 0 and not confs.get(BY_NAME["controller"].key):
-        # Our controller: calls to it and to the nodes carry the application's secret.
-        confs[secret_key] = confs.get(secret_key) or _spark_secret(builder_or_session) or secrets.token_hex(32)
-        master, driver_host, bind_address = _master_and_driver_hosts(builder_or_session)
-        controller = start_driver_controller(
-            int(confs[BY_NAME["replication_factor"].key]),
-            master,
-            driver_host,
-            float(confs[BY_NAME["forget_after_seconds"].key]),
-            float(confs[BY_NAME["rereplication_delay_seconds"].key]),
-            _load_balancing(confs),
-            confs[secret_key],
-            bind_address,
-            tls_files,
-            int(confs[BY_NAME["controller_port"].key]),
-            int(confs[metrics]) if (metrics := BY_NAME["metrics_port"].key) in confs else None,
-        )
-        confs[BY_NAME["controller"].key] = controller.address
-    else:  # a controller of the user's (or none)
-        from statestore import auth, tls  # grpc loads only when replication is on
+    controller_key = BY_NAME["controller"].key
+    replicating = int(confs[BY_NAME["replication_factor"].key]) > 0
+    if tls_files is not None:  # this process's calls to the controller (operator calls) go over TLS too
+        from statestore import tls
 
-        if tls_files is not None:
-            tls.use(tls_files)
-        if confs.get(secret_key):
-            auth.remember(confs[BY_NAME["controller"].key], confs[secret_key])
+        tls.use(tls_files)
+    if replicating and not confs.get(controller_key):
+        # Ours: calls to it and to the nodes carry the application's secret.
+        confs[secret_key] = confs.get(secret_key) or _spark_secret(builder_or_session) or secrets.token_hex(32)
+    elif confs.get(secret_key) and confs.get(controller_key):  # a controller of the user's
+        from statestore import auth
+
+        auth.remember(confs[controller_key], confs[secret_key])
+    python_confs = _python_confs(builder_or_session) if replicating else {}
     if hasattr(builder_or_session, "getOrCreate"):
         builder = builder_or_session
         options = builder._options if hasattr(builder, "_options") else {}
         builder = builder.config("spark.jars", _with_jar(options.get("spark.jars"), jar_path))
-        if int(confs[BY_NAME["replication_factor"].key]) > 0:
-            # Each executor starts its state node as it starts (a replacement executor too).
+        if replicating:
+            # The driver side starts the controller; each executor starts its state node as it starts.
             builder = builder.config("spark.plugins", _with_class(options.get("spark.plugins"), PLUGIN_CLASS))
-        for key, value in confs.items():
+        for key, value in {**confs, **python_confs}.items():
             builder = builder.config(key, value)
         return builder
     session = builder_or_session
-    session.sparkContext._jsc.addJar(jar_path)
+    context = session.sparkContext
+    context._jsc.addJar(jar_path)
     for key, value in confs.items():
         session.conf.set(key, value)
+    if replicating and not confs.get(controller_key):
+        session.conf.set(controller_key, _attach_controller(context, {**confs, **python_confs}, jar_path))
     return session
 
 
-def _load_balancing(confs: dict[str, str]) -> Any:
-    """The load-balancing policy's settings from the confs (already checked by `spark_confs`)."""
-    from statestore.controller.load_balancer import BalancerSettings
-
-    return BalancerSettings(
-        mode=confs[BY_NAME["load_balancing"].key],
-        imbalance_factor=float(confs[BY_NAME["load_balancing_factor"].key]),
-        batches=int(confs[BY_NAME["load_balancing_batches"].key]),
-        max_moves=int(confs[BY_NAME["load_balancing_max_moves"].key]),
-    )
+def _attach_controller(context: Any, confs: dict[str, str], jar_path: str) -> str:
+    """Start the plugin's driver side for a SparkContext that started without the plugin; its address."""
+    jvm = context._jvm
+    # `addJar` reaches the executors only: the driver's class loader (a MutableURLClassLoader under spark-submit,
+    # which PySpark's JVM runs in; py4j resolves classes through it) takes the jar too.
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    if hasattr(loader, "addURL"):
+        loader.addURL(jvm.java.io.File(jar_path).toURI().toURL())
+    conf = context._jsc.sc().conf()
+    for key, value in confs.items():  # what the driver side reads its settings from
+        conf.set(key, value)
+    address = jvm.io.statestore.spark.DriverSide.attach(context._jsc.sc())
+    if not address:
+        raise RuntimeError("statestore: the driver's JVM started no controller (see the driver's log)")
+    return str(address)

@@ -79,8 +79,8 @@ SETTINGS: tuple[Setting, ...] = (
             "each executor starts its own node as a sidecar.",
             Text("a path")),
     Setting("controller", PREFIX + "controller", None,
-            "Address (host:port) of a controller run as a service; unset, `enable()` starts one in the driver's "
-            "Python, else the driver plugin (`spark.plugins`) one beside the driver's JVM.",
+            "Address (host:port) of a controller run as a service; unset, the driver plugin (`spark.plugins`, "
+            "which `enable()` turns on) starts one beside the driver's JVM and sets it.",
             Address()),
     Setting("materialize_timeout_ms", PREFIX + "materializeTimeoutMs", "10000",
             "Longest a load waits for its state node's copy of a partition (a replica's checkpoint, or a peer's "

@@ -48,10 +48,16 @@ def forget(address: str) -> None:
 
 
 def secret_for(address: str) -> str:
-    """The secret to send to `address`: the one remembered for it, else this process's environment's."""
+    """The secret to send to `address`: the one remembered for it, else this process's environment's, else the
+    one its controller registered on this host for its user (statestore.registry: a driver's Python process
+    calling the controller its JVM started)."""
     with _known_lock:
         known = _known.get(address)
-    return known if known is not None else secret_from_env()
+    if known is not None:
+        return known
+    from statestore.registry import secret_of
+
+    return secret_from_env() or secret_of(address)
 
 
 def channel(

@@ -7,7 +7,7 @@ four partitions). One application, three phases, the same query throughout:
 2. **Scale-out**: a neighbour job's backlog makes dynamic allocation add a third executor during the query
    (between its micro-batches); it receives a replica first (the hand-over's warm-up), then primaries, by the
    policy.
-3. **Scale-in**: Spark decommissions the busiest executor gracefully; the driver's watch sees it and the
+3. **Scale-in**: Spark decommissions the busiest executor gracefully; the driver's JVM reports it and the
    controller drains it before it exits: when Spark reports it removed, failover finds nothing of it to do.
 
 No partition of ours loads from the checkpoint location after the warm-up, and every batch's output equals
@@ -16,8 +16,10 @@ Spark's RocksDB provider on the same input."""
 from __future__ import annotations
 
 import random
+import socket
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +40,6 @@ from test_replica_groups_spark_harness import (
 )
 
 from spark_provider import move
-from spark_provider.driver_controller import running_controllers
 from statestore.rpc import control_pb2
 
 HOT_PARTITIONS = {0, 1}
@@ -132,6 +133,22 @@ def neighbour_job(spark: Any) -> threading.Thread:
     return thread
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def scraped(port: int) -> dict[str, float]:
+    """The controller's Prometheus figures (statestore.controller.metrics), by series."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        name: float(value)
+        for name, _, value in (line.rpartition(" ") for line in text.splitlines() if line and line[0] != "#")
+    }
+
+
 def decommission(spark: Any, executor_id: str) -> None:
     """Spark's graceful decommission of one executor, as dynamic allocation's scale-down or a decommissioned
     worker starts it (no replacement is asked for)."""
@@ -150,6 +167,7 @@ def test_skew_scale_out_and_scale_in_under_one_query_move_no_state_through_the_c
         load_balancing="on",
         load_balancing_batches=3,
         warm_up_mb_per_second=48,
+        metrics_port=(metrics_port := free_port()),
     ) as spark:
         query = RecordedQuery(spark, tmp_path / "agg", EVENTS, aggregation, "update", skewed_rows(spark, 6000))
         try:
@@ -221,6 +239,8 @@ def test_skew_scale_out_and_scale_in_under_one_query_move_no_state_through_the_c
                 victim = Counter(primaries(status(address), query).values()).most_common(1)[0][0]
                 victim_executor = live_nodes(address)[victim]
                 latest = max(o.operation_id for o in operations(address))
+                before = scraped(metrics_port)
+                removals_before = before["statestore_failovers_total"]
                 decommission(spark, victim_executor)
                 drained = wait_for(
                     while_running(query, lambda: done_after(address, "decommission", latest)),
@@ -228,14 +248,22 @@ def test_skew_scale_out_and_scale_in_under_one_query_move_no_state_through_the_c
                     "the decommissioned executor's drain",
                 )
                 wait_for(lambda: victim_executor not in executor_ids(spark), 60, "Spark to remove the executor")
-                watch = running_controllers()[-1].watch
-                wait_for(lambda: any(e == victim_executor for e, _ in watch.failovers), 30, "Spark's removal event")
+                # Spark's removal event reached the controller (its metrics count it)...
+                removal = wait_for(
+                    lambda: (m := scraped(metrics_port))["statestore_failovers_total"] > removals_before and m,
+                    30,
+                    "Spark's removal event at the controller",
+                )
             assert drained.strategy == "all-at-once" and "Spark is decommissioning executor" in drained.notes[0]
             assert_moves_loaded_from_replicas(drained)
             assert {m.source_node for m in drained.moves if m.source_node != m.target_node} == {victim}, drained
             # Drained before it exited: when Spark reported it removed (the event may come twice), no partition of
             # it was left to fail over.
-            assert all(not d for e, d in watch.failovers if e == victim_executor), watch.failovers
+            # ...with nothing of it left to fail over: it was drained before it exited.
+            assert removal["statestore_failover_partitions_total"] == before["statestore_failover_partitions_total"], (
+                before,
+                removal,
+            )
             assert victim not in primaries(status(address), query).values()
             query.feed(1)
             query.wait_processed()

@@ -102,34 +102,25 @@ def test_enable_makes_a_secret_per_application_and_its_controller_requires_it() 
     from pyspark.sql import SparkSession
 
     from spark_provider import enable
-    from spark_provider.driver_controller import running_controllers
 
     key = "spark.sql.streaming.stateStore.statestore.secret"
-    first = enable(SparkSession.builder.master("local[1]"))
-    controller = running_controllers()[-1]
+    first = enable(SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false"))
+    secret = first._options[key]
+    assert len(secret) == 64
+    spark = first.getOrCreate()  # the plugin's driver side starts the controller as a sidecar of the JVM
     try:
-        secret = first._options[key]
-        assert len(secret) == 64 and secret == controller.secret
-        address = first._options["spark.sql.streaming.stateStore.statestore.controller"]
+        address = spark.conf.get("spark.sql.streaming.stateStore.statestore.controller")
         with grpc.insecure_channel(address) as plain:
             refused(lambda: control_pb2_grpc.ControlStub(plain).Status(control_pb2.StatusRequest(), timeout=5))
-        with auth.channel(address) as remembered:  # this process's clients send it (operator calls, the CLI's)
-            control_pb2_grpc.ControlStub(remembered).Status(control_pb2.StatusRequest(), timeout=5)
+        # This process's clients (operator calls) find the secret in the controller's registration on this host.
+        with auth.channel(address) as registered:
+            control_pb2_grpc.ControlStub(registered).Status(control_pb2.StatusRequest(), timeout=5)
+        with auth.channel(address, secret="not-" + secret) as wrong:
+            refused(lambda: control_pb2_grpc.ControlStub(wrong).Status(control_pb2.StatusRequest(), timeout=5))
     finally:
-        controller.stop()
+        spark.stop()
     second = enable(SparkSession.builder.master("local[1]").config("spark.authenticate.secret", "sparks-own"))
-    try:
-        assert second._options[key] == "sparks-own" != secret  # Spark's own secret when the user set one
-    finally:
-        running_controllers()[-1].stop()
-
-
-def test_a_controller_for_a_cluster_listens_on_the_drivers_address_not_every_interface() -> None:
-    from spark_provider.driver_controller import controller_hosts
-
-    assert controller_hosts("spark://master:7077", "10.0.0.5") == ("10.0.0.5", "10.0.0.5")
-    assert controller_hosts("spark://master:7077", "10.0.0.5", "0.0.0.0") == ("0.0.0.0", "10.0.0.5")  # asked
-    assert controller_hosts("local-cluster[2,1,1024]", "10.0.0.5") == ("127.0.0.1", "127.0.0.1")
+    assert second._options[key] == "sparks-own" != secret  # Spark's own secret when the user set one
 
 
 def test_pull_and_bootstrap_serve_only_partitions_the_node_knows(secured: Cluster, tmp_path: Path) -> None:

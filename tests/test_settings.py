@@ -59,13 +59,11 @@ def test_a_compression_that_is_not_offered_is_refused_naming_the_setting() -> No
     )
 
 
-def test_a_negative_replication_factor_is_refused_before_any_controller_starts() -> None:
-    from spark_provider.driver_controller import running_controllers
-
-    before = len(running_controllers())
+def test_a_negative_replication_factor_is_refused_before_any_conf_is_set() -> None:
+    configured = builder()
     with pytest.raises(SettingError, match=r"replication_factor \(.*replicationFactor\) is -1: expected an integer"):
-        enable(builder(), replication_factor=-1)
-    assert len(running_controllers()) == before
+        enable(configured, replication_factor=-1)
+    assert not any(key.startswith(PREFIX) or key == "spark.plugins" for key in configured._options)
 
 
 def test_a_replication_factor_that_is_not_a_number_is_refused_naming_it_as_keyword_and_as_conf() -> None:

@@ -124,7 +124,7 @@ def test_a_java_application_replicates_and_fails_over_with_confs_alone(app: Path
         "--conf", f"spark.ui.port={ui_port}",
         str(app), str(inputs), str(out), str(progress), str(stop),
     ]  # fmt: skip
-    home = tmp_path / "statestore-home"  # the controllers' registry (statestore.controller.registry)
+    home = tmp_path / "statestore-home"  # the controllers' registry (statestore.registry)
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "STATESTORE_HOME": str(home)}
     env.pop("PYSPARK_PYTHON", None)  # the controller's Python comes from the conf above
     log = open(tmp_path / "spark-submit.log", "wb")  # noqa: SIM115 (closed below)
@@ -170,6 +170,10 @@ def test_a_java_application_replicates_and_fails_over_with_confs_alone(app: Path
                 capture_output=True, text=True, env=operator_env, timeout=60,
             )  # fmt: skip
             assert shown.returncode == 0 and "0/0/default" in shown.stdout, (where, shown.stderr)
+        # The registration names the Spark application, as the driver's JVM announced it.
+        (registration,) = (json.loads(p.read_text()) for p in (home / "controllers").glob("*.json"))
+        assert registration["application_id"].startswith(("app-", "local-")), registration
+        assert registration["spark_ui"].endswith(f":{ui_port}"), registration
         reply = _status(address)
         by_node: dict[str, list[str]] = defaultdict(list)
         for partition in reply.partitions:

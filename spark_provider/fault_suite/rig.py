@@ -2,9 +2,9 @@
 read one faults file, a fault proxy between the nodes and the controller, and the processes it disturbs
 (executor JVMs and state-node sidecars on this machine, found in /proc and signalled for real).
 
-The nodes reach the controller through the proxy (`statestore.faults.proxy`): the session's `controller`
-setting names the proxy, which forwards to the controller `enable()` started in this process. The suite itself
-asks the controller directly, so a cut link does not blind it.
+The nodes reach the controller through a proxy (`statestore.faults.link_faults`) the controller puts in front
+of its port: the session's `controller` conf names the proxy. The suite itself asks the controller directly, so
+a cut link does not blind it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,12 +25,11 @@ from typing import Any
 from spark_provider import local_cluster
 from spark_provider.fault_suite.suite_query import SuiteQuery
 from statestore import auth
-from statestore.faults.proxy import FaultProxy
 from statestore.rpc import control_pb2, control_pb2_grpc
 from statestore.waiting import wait_for
 
 FAULTS_KEY = "spark.sql.streaming.stateStore.statestore.faultsFile"
-CONTROLLER_KEY = "spark.sql.streaming.stateStore.statestore.controller"
+SECRET_KEY = "spark.sql.streaming.stateStore.statestore.secret"
 FAULTS_ENV = "STATESTORE_FAULTS_FILE"
 LINK_FAULTS_ENV = "STATESTORE_LINK_FAULTS_FILE"
 EXECUTORS = 3
@@ -51,34 +51,65 @@ def links_file(faults_file: Path) -> Path:
     return faults_file.with_name(faults_file.name + ".links")
 
 
+def controller_links_file(faults_file: Path) -> Path:
+    """The file the controller's inbound fault proxy follows, beside the faults file (the driver's side of the
+    plugin hands it to the controller it starts)."""
+    return faults_file.with_name(faults_file.name + ".controller-links")
+
+
+class ControllerLink:
+    """The link from every node to the controller: the fault the controller's inbound proxy applies."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def set(self, kind: str, millis: int = 0, every: int = 1) -> None:
+        """Apply `kind` (`pass`, `cut`, `delay` with `millis`, `corrupt` every `every` messages) from now on."""
+        number = millis if kind == "delay" else (every if kind == "corrupt" else 0)
+        staging = self._path.with_name(self._path.name + ".tmp")
+        staging.write_text(f"{kind} {number}\n" if number else f"{kind}\n")
+        staging.replace(self._path)
+
+    def stop(self) -> None:
+        """Let everything through again."""
+        self.set("pass")
+
+
 def start_session(master: str, root: Path, faults_file: Path, app: str, **settings: object) -> tuple[Any, str]:
     """A session on our provider (q=1 unless `settings` say otherwise) whose processes read `faults_file`, with
     a fault proxy between its nodes and its controller. Returns the session and the controller's own address."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ[FAULTS_ENV] = str(faults_file)  # the driver's controller (and anything it starts) reads it too
     from pyspark.sql import SparkSession
 
     import spark_provider
-    from statestore.faults import points
 
-    points.arm(str(faults_file))
     builder = SparkSession.builder.master(master).appName(app)
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
     builder = builder.config(f"spark.executorEnv.{FAULTS_ENV}", str(faults_file))
-    # Every node puts a proxy in front of its port that follows this file (statestore.faults.link_faults).
+    # Every node puts a proxy in front of its port that follows this file (statestore.faults.link_faults); so does
+    # the controller the driver's JVM starts, following the file beside the faults file: the nodes reach it through
+    # that proxy (the session's controller conf names it) and the suite reaches it directly, on a port of its own.
     builder = builder.config(f"spark.executorEnv.{LINK_FAULTS_ENV}", str(links_file(faults_file)))
-    settings = {"replication_factor": 1, "local_dir": str(root / "local"), "faults_file": str(faults_file), **settings}
+    port = _free_port()
+    settings = {
+        "replication_factor": 1, "local_dir": str(root / "local"), "faults_file": str(faults_file),
+        "controller_port": port, **settings,
+    }  # fmt: skip
     builder = spark_provider.enable(builder, **settings)
-    controller = builder._options[CONTROLLER_KEY]
-    proxy = FaultProxy(controller, "127.0.0.1:0")
-    proxied = proxy.start()
-    auth.remember(proxied, auth.secret_for(controller))
-    spark = builder.config(CONTROLLER_KEY, proxied).getOrCreate()
+    controller = f"127.0.0.1:{port}"
+    auth.remember(controller, builder._options[SECRET_KEY])
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    spark._statestore_fault_proxy = proxy  # stopped with the rig
+    spark._statestore_fault_proxy = ControllerLink(controller_links_file(faults_file))
     return spark, controller
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @dataclass
@@ -94,7 +125,7 @@ class Rig:
     _mounts: list[Path] = field(default_factory=list)
 
     @property
-    def proxy(self) -> FaultProxy:
+    def proxy(self) -> ControllerLink:
         return self.spark._statestore_fault_proxy
 
     @property

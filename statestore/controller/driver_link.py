@@ -6,6 +6,7 @@ The link is a Unix socket the controller listens on and the plugin connects to, 
 
     plugin -> controller   {"event": "executor_removed", "executor": "2", "reason": "..."}
                            {"event": "decommissioning", "executors": ["2"]}
+                           {"event": "application", "id": "app-2026...", "name": ..., "ui": "http://..."}
                            {"reply": 7, "location": "executor_127.0.0.1_3"}      or {"reply": 7, "error": "..."}
     controller -> plugin   {"request": 7, "op": "steer" | "locate", "state_root": ..., "operator": 0,
                             "partition": 3, "store_name": "default", "run_id": ..., "host": ..., "executor": ...}
@@ -25,6 +26,7 @@ import os
 import queue
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -47,8 +49,12 @@ class DriverLinkError(RuntimeError):
 class DriverLink:
     """Serves the driver plugin's link at `path` for `controller` (statestore.controller.server.Controller)."""
 
-    def __init__(self, path: Path, controller: Any) -> None:
+    def __init__(
+        self, path: Path, controller: Any, on_application: Callable[[dict[str, str]], None] | None = None
+    ) -> None:
+        """`on_application` is called with the application's {"id", "name", "ui"} as the driver announces it."""
         self.path = path
+        self._on_application = on_application
         self.events = SparkEvents(controller)
         self._controller = controller
         self._listener: socket.socket | None = None
@@ -175,5 +181,9 @@ class DriverLink:
                 self.events.executor_removed(str(event["executor"]), str(event.get("reason", "")), self.steer)
             elif kind == "decommissioning":
                 self.events.decommissioning([str(e) for e in event.get("executors", [])])
+            elif kind == "application":
+                log_event(_log, "spark_application", id=event.get("id"), ui=event.get("ui"))
+                if self._on_application is not None:
+                    self._on_application({k: str(event.get(k) or "") for k in ("id", "name", "ui")})
             else:
                 log_event(_log, "driver_link_unknown_event", logging.WARNING, event=str(event)[:200])

@@ -374,8 +374,9 @@ class Operations:
         if moves and not dry_run and self._levers is None:
             raise OperationError(
                 grpc.StatusCode.FAILED_PRECONDITION,
-                "this controller has no Spark driver to steer tasks with: moves need the controller that "
-                "spark_provider.enable() starts in the driver",
+                "this controller has no Spark driver to steer tasks with: moves need the controller the driver "
+                "plugin starts beside the driver's JVM (spark.plugins=io.statestore.spark.StatestorePlugin, no "
+                "controller setting)",
             )
         with self._lock:
             if any(m.running for m in self._operations):

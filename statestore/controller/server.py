@@ -1,4 +1,5 @@
-"""The controller: in-process (`Controller`, as `spark_provider.enable` will start it) or as a process."""
+"""The controller: `Controller`, and `run_controller`, which runs it as a process (`statestore controller`, the
+sidecar of a driver's JVM)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from statestore import auth, tls
 from statestore.cluster.membership import Membership
 from statestore.controller.load_balancer import BalancerSettings, LoadBalancer
 from statestore.controller.operations import Operations
-from statestore.controller.registry import register, unregister
 from statestore.controller.service import ControlService
+from statestore.faults.link_faults import proxied_inbound
 from statestore.logs import log_event
 from statestore.node.server import NodeStartupError, check_port_free, watch_parent
+from statestore.registry import register, unregister
 from statestore.rpc import control_pb2, control_pb2_grpc
 
 _log = logging.getLogger("statestore.controller")
@@ -162,22 +164,40 @@ def run_controller(
         log_event(_log, "startup_failed", logging.ERROR, error=str(exc))
         print(f"statestore controller: error: {exc}", file=sys.stderr)
         return 2
+    host = controller.listen.rpartition(":")[0]
+    # The fault suite's link faults (off unless STATESTORE_LINK_FAULTS_FILE is set): the nodes reach this
+    # controller through a proxy following that file, so the port to hand them is the proxy's.
+    proxied = proxied_inbound(f"{host}:{port}", host.strip("[]"))
+    advertised_port = int(proxied.rpartition(":")[2]) if proxied else port
+    spark_application: dict[str, str] = {}
+    registration_lock = threading.Lock()
+
+    def register_here() -> Path:
+        with registration_lock:
+            return register(
+                f"{host}:{advertised_port}", controller.secret, application,
+                application_id=spark_application.get("id", ""), spark_ui=spark_application.get("ui", ""),
+            )  # fmt: skip
+
+    def application_known(announced: dict[str, str]) -> None:  # the driver's JVM tells its id once Spark has it
+        spark_application.update(announced)
+        register_here()
+
     link = None
     if driver_link is not None:
         from statestore.controller.driver_link import DriverLink
 
-        link = DriverLink(driver_link, controller)
+        link = DriverLink(driver_link, controller, on_application=application_known)
         link.start()
-    host = controller.listen.rpartition(":")[0]
     if metrics_port is not None:
         from statestore.controller.metrics import serve_metrics
 
         bound = serve_metrics(controller, host.strip("[]"), metrics_port)
         log_event(_log, "metrics_listening", address=f"{host}:{bound}", path="/metrics")
-    registration = register(f"{host}:{port}", controller.secret, application)
+    registration = register_here()
     if port_file is not None:
         written = port_file.with_name(port_file.name + ".tmp")
-        written.write_text(str(port))
+        written.write_text(str(advertised_port))
         written.replace(port_file)
     try:
         while not stop.wait(1.0):

@@ -1,6 +1,5 @@
 """What the controller does with Spark's executor events, wherever they come from: the driver plugin's link
-(statestore.controller.driver_link, the driver JVM's listener) or, with `enable()`'s in-process controller, the
-py4j watch (spark_provider.steering).
+(statestore.controller.driver_link: the driver JVM's listener, the plugin's driver side).
 
 An executor Spark removed: its partitions fail over to their replica holders, each steered there
 (handover.failover). An executor Spark is decommissioning (dynamic allocation's scale-down, a decommissioned

@@ -1,6 +1,6 @@
 """Which controller an operator command calls, and with what secret: `--controller HOST:PORT`, else
 `--spark-ui URL` (the application's conf), else the one controller registered on this host
-(statestore.controller.registry). The secret: `--secret-file`, else STATESTORE_SECRET, else the registration's."""
+(statestore.registry). The secret: `--secret-file`, else STATESTORE_SECRET, else the registration's."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def resolve_target(args: argparse.Namespace, command: str) -> str | None:
     """The chosen controller's address, its secret remembered for the calls (statestore.auth); None after printing
     to stderr why none could be chosen."""
     from statestore import auth
-    from statestore.controller.registry import ControllerNotFound, choose
+    from statestore.registry import ControllerNotFound, choose
     from statestore.secret_option import secret_from_env, secret_from_file
 
     try:

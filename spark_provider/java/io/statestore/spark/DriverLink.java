@@ -19,6 +19,7 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import org.apache.spark.SparkContext;
 import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerApplicationStart;
 import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -56,6 +57,11 @@ final class DriverLink {
             .put("executor", removed.executorId()).put("reason", removed.reason());
         outbox.add(event.toString());
       }
+
+      @Override
+      public void onApplicationStart(SparkListenerApplicationStart started) {
+        announceApplication();
+      }
     });
     daemon(this::connectAndRead, "statestore-driver-link");
     daemon(this::sendOutbox, "statestore-driver-link-send");
@@ -81,6 +87,7 @@ final class DriverLink {
         open.connect(UnixDomainSocketAddress.of(socket.toPath()));
         channel = open;
         LOG.info("statestore: the driver is linked to its controller at {}", socket);
+        announceApplication(); // a restarted controller learns it again
         BufferedReader lines = new BufferedReader(
             new InputStreamReader(Channels.newInputStream(open), StandardCharsets.UTF_8));
         for (String line = lines.readLine(); line != null; line = lines.readLine()) {
@@ -114,6 +121,17 @@ final class DriverLink {
       reply.put("error", e.toString());
     }
     send(reply.toString());
+  }
+
+  /** Tells the controller the application's id and UI (for this host's registry), once Spark has them. */
+  private void announceApplication() {
+    String id = sc.applicationId(); // null until the SparkContext's scheduler started
+    if (id == null) return;
+    ObjectNode event = JSON.createObjectNode().put("event", "application").put("id", id)
+        .put("name", sc.appName());
+    scala.Option<String> ui = sc.uiWebUrl();
+    if (ui.isDefined()) event.put("ui", ui.get());
+    send(event.toString());
   }
 
   private void sendOutbox() {

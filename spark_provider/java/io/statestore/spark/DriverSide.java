@@ -30,10 +30,12 @@ import org.slf4j.LoggerFactory;
  * the pid), and the plugin stops it at {@link #shutdown}. If it dies meanwhile, it is started again on the same
  * address; it learns the cluster again from the nodes' heartbeats.
  */
-final class DriverSide implements DriverPlugin {
+public final class DriverSide implements DriverPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(DriverSide.class);
   private static final long START_TIMEOUT_MS = 60_000;
   private static final long RESTART_INTERVAL_MS = 2_000;
+  /** Beside the faults file: the fault the controller's inbound proxy applies (fault suite only). */
+  static final String CONTROLLER_LINKS_SUFFIX = ".controller-links";
 
   private volatile boolean stopping;
   private SparkConf conf;
@@ -45,9 +47,34 @@ final class DriverSide implements DriverPlugin {
 
   @Override
   public Map<String, String> init(SparkContext sc, PluginContext context) {
+    start(sc);
+    return Map.of();
+  }
+
+  /**
+   * For a SparkContext that started without the plugin ({@code spark_provider.enable()} given a running session):
+   * starts the controller as {@link #init} does and stops it when the application ends. Returns the controller's
+   * address, or null when none is started (replication off, or a {@code controller} setting names one).
+   */
+  public static String attach(SparkContext sc) {
+    DriverSide side = new DriverSide();
+    String address = side.start(sc);
+    if (address != null) {
+      sc.addSparkListener(new org.apache.spark.scheduler.SparkListener() {
+        @Override
+        public void onApplicationEnd(org.apache.spark.scheduler.SparkListenerApplicationEnd end) {
+          side.shutdown();
+        }
+      });
+    }
+    return address;
+  }
+
+  /** Starts the controller for this application and returns its address (null: none to start). */
+  private String start(SparkContext sc) {
     conf = sc.conf();
     ProviderSettings settings = ProviderSettings.from(conf);
-    if (settings.replicationFactor == 0 || settings.controller != null) return Map.of(); // none, or the user's
+    if (settings.replicationFactor == 0 || settings.controller != null) return null; // none, or the user's
     boolean local = sc.master().startsWith("local");
     String advertise = local ? "127.0.0.1" : conf.get("spark.driver.host", "127.0.0.1");
     String listen = local ? "127.0.0.1" : conf.get("spark.driver.bindAddress", advertise);
@@ -72,13 +99,13 @@ final class DriverSide implements DriverPlugin {
       keeper = new Thread(this::keepRunning, "statestore-controller-keeper");
       keeper.setDaemon(true);
       keeper.start();
+      return address;
     } catch (IOException e) {
       throw new IllegalStateException("statestore: the driver could not start the replica groups' controller: "
           + e.getMessage() + ". Set spark.pyspark.python (or PYSPARK_PYTHON) to a Python that has the statestore "
           + "package, or run `statestore controller` yourself and set " + ProviderSettings.PREFIX
           + "controller=HOST:PORT (or " + ProviderSettings.PREFIX + "replicationFactor=0)", e);
     }
-    return Map.of();
   }
 
   @Override
@@ -123,6 +150,13 @@ final class DriverSide implements DriverPlugin {
     // The secret in the environment, never on a command line: any user reads those.
     builder.environment().put("STATESTORE_SECRET", conf.get(ProviderSettings.PREFIX + "secret"));
     builder.environment().putAll(LocalChannel.tlsEnvironment(ProviderSettings.from(conf)));
+    String faults = conf.get(ProviderSettings.PREFIX + "faultsFile", "").trim();
+    if (!faults.isEmpty()) {
+      // The fault suite: the controller's fault points follow the application's faults file, and the nodes reach
+      // it through a proxy following the file beside it (statestore.faults.link_faults).
+      builder.environment().put("STATESTORE_FAULTS_FILE", faults);
+      builder.environment().put("STATESTORE_LINK_FAULTS_FILE", faults + CONTROLLER_LINKS_SUFFIX);
+    }
     process = builder.start();
     long deadline = System.currentTimeMillis() + START_TIMEOUT_MS;
     while (!portFile.exists()) {
@@ -191,21 +225,24 @@ final class DriverSide implements DriverPlugin {
     return HexFormat.of().formatHex(bytes);
   }
 
-  /** The driver's Python: PYSPARK_DRIVER_PYTHON or PYSPARK_PYTHON, else Spark's confs naming one, else python3. */
+  /** The driver's Python, in Spark's own order (its {@code PythonRunner}): the confs naming one, else
+   * PYSPARK_DRIVER_PYTHON or PYSPARK_PYTHON, else python3. {@code enable()} names the Python it runs in. */
   private String python() {
-    for (String variable : new String[] {"PYSPARK_DRIVER_PYTHON", "PYSPARK_PYTHON"}) {
-      String value = System.getenv(variable);
-      if (value != null && !value.isBlank()) return value;
-    }
     for (String key : new String[] {"spark.pyspark.driver.python", "spark.pyspark.python"}) {
       String value = conf.get(key, "");
       if (!value.isBlank()) return value;
     }
+    for (String variable : new String[] {"PYSPARK_DRIVER_PYTHON", "PYSPARK_PYTHON"}) {
+      String value = System.getenv(variable);
+      if (value != null && !value.isBlank()) return value;
+    }
     return "python3";
   }
 
+  /** The controller's log: STATESTORE_CONTROLLER_LOG when set (the demo's), else in its temporary directory. */
   private File logFile() {
-    return new File(dir, "controller.log");
+    String chosen = System.getenv("STATESTORE_CONTROLLER_LOG");
+    return chosen != null && !chosen.isBlank() ? new File(chosen) : new File(dir, "controller.log");
   }
 
   private String logTail() {

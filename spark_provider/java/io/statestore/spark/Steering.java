@@ -1,64 +1,32 @@
 package io.statestore.spark;
 
 import java.util.UUID;
-import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.TimeUnit;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
-import org.apache.spark.scheduler.SparkListener;
-import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
 import org.apache.spark.scheduler.TaskSchedulerImpl;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
 
 /**
- * The driver's levers on Spark's task placement for state store partitions, called from the driver's Python
- * through py4j with strings and numbers only (reflecting over {@code SparkEnv} from Python kills the
- * application, DESIGN.md section 6).
+ * The driver's levers on Spark's task placement for state store partitions, called by the driver link
+ * ({@link DriverLink}) for the controller, and by benchmarks through py4j, with strings and numbers only
+ * (reflecting over {@code SparkEnv} from Python kills the application, DESIGN.md section 6).
  *
  * <p>Spark places a stateful task where the {@code StateStoreCoordinator} last saw its partition loaded, and
  * never forgets a lost executor there: the next batch's tasks keep preferring it and wait out the locality
  * delay. {@link #steer} reports the partition active on the executor chosen instead (one holding a warm replica),
- * so the next batch prefers that one. {@link #watchExecutors} turns Spark's executor-removed events into a queue
- * the driver's failover thread reads with {@link #nextRemovedExecutor}.
+ * so the next batch prefers that one.
  */
 public final class Steering {
-  private static final LinkedBlockingQueue<String> REMOVED = new LinkedBlockingQueue<>();
-  private static SparkContext watched;
-
   private Steering() {}
-
-  /** Listens to {@code sc}'s executor removals (once per SparkContext). */
-  public static synchronized void watchExecutors(SparkContext sc) {
-    if (watched == sc) return;
-    watched = sc;
-    REMOVED.clear();
-    sc.addSparkListener(new SparkListener() {
-      @Override
-      public void onExecutorRemoved(SparkListenerExecutorRemoved removed) {
-        REMOVED.add(removed.executorId() + "\t" + removed.reason());
-      }
-    });
-  }
-
-  /** The next executor Spark removed, as {@code "<executor id>\t<reason>"}, waiting up to {@code timeoutMs};
-   * "" when none was removed meanwhile. */
-  public static String nextRemovedExecutor(long timeoutMs) throws InterruptedException {
-    String next = REMOVED.poll(timeoutMs, TimeUnit.MILLISECONDS);
-    return next == null ? "" : next;
-  }
 
   /**
    * The executors Spark is decommissioning now, comma-separated: dynamic allocation's scale-down, a worker or
    * executor decommissioned by hand, with {@code spark.decommission.enabled}. They run no new task and exit once
-   * idle (about a second later), and Spark posts no listener event until they are gone: this is polled.
+   * idle (about a second later), and Spark posts no listener event until they are gone: this is polled ("" for
+   * a null {@code sc}).
    */
-  public static String decommissioningExecutors() {
-    return decommissioningExecutors(watched);
-  }
-
-  /** {@link #decommissioningExecutors()} of {@code sc} ("" for null). */
   static String decommissioningExecutors(SparkContext sc) {
     if (sc == null || !(sc.taskScheduler() instanceof TaskSchedulerImpl scheduler)) return "";
     synchronized (scheduler) { // Spark updates the map under the scheduler's lock

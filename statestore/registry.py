@@ -3,7 +3,8 @@ without being told: each controller on a host registers itself in a file readabl
 Spark UI's REST API names an application's controller among its confs.
 
 A registration is `$STATESTORE_HOME/controllers/<pid>.json` (`~/.statestore` by default; the directory 0700, the
-file 0600, since it holds the application's secret): `{"address", "secret", "pid", "application", "started"}`. It
+file 0600, since it holds the application's secret): `{"address", "secret", "pid", "application",
+"application_id", "spark_ui", "started"}` (Spark's application id and UI once the driver's JVM announced them). It
 is removed when the controller stops; one whose process is gone is ignored and removed by the next reader.
 """
 
@@ -35,11 +36,17 @@ class Registration:
     pid: int
     application: str
     started: float
+    application_id: str = ""  # Spark's, once the driver announced it
+    spark_ui: str = ""
 
     def describe(self) -> str:
         """One line for a list an operator chooses from (no secret)."""
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
-        return f"{self.address}  pid {self.pid}  {self.application or '(unnamed application)'}  since {when}"
+        spark = "  ".join(part for part in (self.application_id, self.spark_ui) if part)
+        return (
+            f"{self.address}  pid {self.pid}  {self.application or '(unnamed application)'}"
+            f"{'  ' + spark if spark else ''}  since {when}"
+        )
 
 
 def registry_dir() -> Path:
@@ -47,9 +54,10 @@ def registry_dir() -> Path:
     return Path(os.environ.get(HOME_ENV) or Path.home() / ".statestore") / "controllers"
 
 
-def register(address: str, secret: str, application: str = "") -> Path:
-    """Register the controller serving at `address` in this process; returns the file (remove it with
-    `unregister`). A wildcard listen host is registered as loopback, where this host reaches it."""
+def register(address: str, secret: str, application: str = "", application_id: str = "", spark_ui: str = "") -> Path:
+    """Register the controller serving at `address` in this process (again: the registration is replaced);
+    returns the file (remove it with `unregister`). A wildcard listen host is registered as loopback, where this
+    host reaches it."""
     host, _, port = address.rpartition(":")
     if host in ("0.0.0.0", "[::]", "::", ""):
         address = f"127.0.0.1:{port}"
@@ -60,12 +68,29 @@ def register(address: str, secret: str, application: str = "") -> Path:
     fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         json.dump(
-            {"address": address, "secret": secret, "pid": os.getpid(), "application": application,
-             "started": time.time()},
+            {
+                "address": address,
+                "secret": secret,
+                "pid": os.getpid(),
+                "application": application,
+                "application_id": application_id,
+                "spark_ui": spark_ui,
+                "started": _started(),
+            },
             out,
         )
     staged.replace(path)
     return path
+
+
+_STARTED: list[float] = []
+
+
+def _started() -> float:
+    """When this process first registered (kept when it registers again)."""
+    if not _STARTED:
+        _STARTED.append(time.time())
+    return _STARTED[0]
 
 
 def unregister(path: Path) -> None:
@@ -82,8 +107,13 @@ def running() -> list[Registration]:
         try:
             entry = json.loads(path.read_text(encoding="utf-8"))
             registration = Registration(
-                str(entry["address"]), str(entry.get("secret", "")), int(entry["pid"]),
-                str(entry.get("application", "")), float(entry.get("started", 0)),
+                str(entry["address"]),
+                str(entry.get("secret", "")),
+                int(entry["pid"]),
+                str(entry.get("application", "")),
+                float(entry.get("started", 0)),
+                str(entry.get("application_id", "")),
+                str(entry.get("spark_ui", "")),
             )
         except (OSError, ValueError, KeyError, TypeError):
             continue
@@ -92,6 +122,18 @@ def running() -> list[Registration]:
         else:
             unregister(path)
     return sorted(found, key=lambda r: r.started)
+
+
+def secret_of(address: str) -> str:
+    """The secret registered for the controller at `address` ("" if none is): the registration with that address,
+    else the only one on its port (a controller registered at its listen address, called at its advertised one)."""
+    registered = running()
+    for registration in registered:
+        if registration.address == address:
+            return registration.secret
+    port = address.rpartition(":")[2]
+    on_port = [r for r in registered if r.address.rpartition(":")[2] == port]
+    return on_port[0].secret if len(on_port) == 1 else ""
 
 
 def controller_from_spark_ui(url: str, timeout: float = 5.0) -> str:
@@ -122,8 +164,7 @@ def choose(controller: str | None, spark_ui: str | None) -> tuple[str, str | Non
     if controller is None and spark_ui is not None:
         controller = controller_from_spark_ui(spark_ui)
     if controller is not None:
-        secrets = {r.address: r.secret for r in registered}
-        return controller, secrets.get(controller)
+        return controller, secret_of(controller) or None
     if not registered:
         raise ControllerNotFound(
             f"no statestore controller runs on this host (none registered in {registry_dir()}): give "
