@@ -484,6 +484,23 @@ def test_a_drained_node_leaves_every_group_at_once_and_is_not_treated_as_lost(
     assert lost in plan.lost and "waits" in plan.note, plan.note
 
 
+def test_a_refused_drain_leaves_its_executor_a_target(membership: Membership) -> None:
+    """A drain refused because another operation runs does not leave its executor marked as being drained
+    (moves to it were refused for the rest of a run)."""
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        operations.move([PartitionMoveRequest("1", "c")])  # c holds nothing: it warms up, and the move runs on
+        error = refused(lambda: operations.drain("b"))
+        assert error.code is grpc.StatusCode.FAILED_PRECONDITION and "is still running" in str(error)
+        assert "b" not in operations.draining()
+        assert operations.resolve_executor("b", for_target=True).node_id == "b"
+        error = refused(lambda: operations.drain("a", strategy="sideways"))
+        assert error.code is grpc.StatusCode.INVALID_ARGUMENT and "a" not in operations.draining()
+    finally:
+        operations.stop()
+
+
 def test_drain_refuses_to_leave_no_live_executor() -> None:
     m = Membership(dead_after=3.0, clock=FakeClock())
     beat(m, "a", primaries=[store("0/0/default")])

@@ -104,9 +104,17 @@ class Operations:
             )
         target = self._groups.target(None, exclude=frozenset({record.node_id}))
         moves, notes = self._moves_to(target)
+        was_draining = record.node_id in self._groups.draining()
         self._groups.drain(record.node_id)
         notes.append(f"node {record.node_id} is kept out of every plan from now on")
-        return self._start("drain", strategy, moves, notes)
+        try:
+            return self._start("drain", strategy, moves, notes)
+        except OperationError:
+            # Refused (another operation runs, a bad strategy): the executor is not being drained after all, and
+            # later moves to it must not be refused as if it were.
+            if not was_draining:
+                self._groups.undrain(record.node_id)
+            raise
 
     def decommissioning(self, executor_id: str) -> int | None:
         """Spark is decommissioning `executor_id`: it runs no new task and exits about a second after its last

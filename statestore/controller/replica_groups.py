@@ -223,6 +223,11 @@ class ReplicaGroups:
         with self._lock:
             self._draining.add(node)
 
+    def undrain(self, node: str) -> None:
+        """Undo `drain` (a drain that was refused before it started)."""
+        with self._lock:
+            self._draining.discard(node)
+
     def draining(self) -> frozenset[str]:
         """The nodes being drained."""
         return frozenset(self._draining)

@@ -94,6 +94,9 @@ public final class DriverSide implements DriverPlugin {
       conf.set(ProviderSettings.PREFIX + "controller", address);
       LOG.info("statestore: controller {} started for this driver (pid {}), log {}", address, process.pid(),
           logFile());
+      // One line where the user looks (Spark's console shows warnings only): where the controller is.
+      System.err.println("statestore: the replica groups' controller serves at " + address + " (its log: "
+          + logFile() + "); `statestore status` on this host finds it");
       link = new DriverLink(new File(dir, "link.sock"), sc);
       link.start();
       keeper = new Thread(this::keepRunning, "statestore-controller-keeper");
