@@ -66,13 +66,16 @@ class Migration:
         protocol: HandOverProtocol,
         notes: list[str],
         dry_run: bool = False,
+        on_end: Callable[[], None] | None = None,
     ) -> None:
+        """`on_end` is called on the operation's thread once every move is finished."""
         self.operation_id = operation_id
         self.kind = kind
         self.strategy = strategy
         self.moves = moves
         self.notes = notes
         self.dry_run = dry_run
+        self._on_end = on_end
         self._protocol = protocol
         self._batches = max((m.batch for m in moves), default=-1) + 1
         self._batch = 0
@@ -142,6 +145,8 @@ class Migration:
                 self._advance(move, may_steer=True)
             self._stopped.wait(_TICK_SECONDS)
         self._ended = time.monotonic()
+        if self._on_end is not None and not self._stopped.is_set():
+            self._on_end()
 
     def _advance(self, move: HandOver, may_steer: bool) -> None:
         """One step of `move`. An unexpected error (a bug, or a re-plan failing while groups are held) is logged

@@ -116,7 +116,9 @@ def _matched_batches(moves: Sequence[Move]) -> list[tuple[Move, ...]]:
         edge_move: dict[tuple[int, int], Move] = {}
         alone = len(vertex)  # a move with one busy node gets a vertex of its own as the other end
         for move in left:
-            ends = [vertex[node] for node in move.participants]
+            # A node sending to itself (a replica it holds becoming the primary) is one end, not a loop the
+            # matching would never take.
+            ends = sorted({vertex[node] for node in move.participants})
             if len(ends) == 1:
                 ends.append(alone)
                 alone += 1
@@ -124,6 +126,8 @@ def _matched_batches(moves: Sequence[Move]) -> list[tuple[Move, ...]]:
                 edge_move.setdefault((min(ends), max(ends)), move)
         for u, v in maximum_matching(alone, edge_move):
             batch.append(edge_move[(min(u, v), max(u, v))])
+        if not batch:  # never loop: whatever the matching made of them, the first move goes alone
+            batch.append(left[0])
         chosen = {id(move) for move in batch}
         left = [move for move in left if id(move) not in chosen]
         batches.append(tuple(batch))

@@ -134,17 +134,18 @@ def _run(
     timeout: float | None,
     start: Callable[[ControlClient], control_pb2.OperationStatus]
 ) -> control_pb2.OperationStatus:
-    from statestore.controller.client import ControlClient, moves_done
+    from statestore.controller.client import ControlClient, in_flight, moves_done
 
     with ControlClient(controller) as client:
         status = start(client)
-        if not wait or status.state != "running":
+        if not wait or not in_flight(status):
             return status
         from tqdm import tqdm
 
         with tqdm(total=len(status.moves), unit="move", desc=status.kind, file=sys.stderr) as bar:
 
             def show(now: control_pb2.OperationStatus) -> None:
+                bar.total = len(now.moves)  # a queued command's moves are known once it starts
                 bar.n = moves_done(now)
                 bar.refresh()
 

@@ -484,19 +484,56 @@ def test_a_drained_node_leaves_every_group_at_once_and_is_not_treated_as_lost(
     assert lost in plan.lost and "waits" in plan.note, plan.note
 
 
-def test_a_refused_drain_leaves_its_executor_a_target(membership: Membership) -> None:
-    """A drain refused because another operation runs does not leave its executor marked as being drained
-    (moves to it were refused for the rest of a run)."""
+def test_a_command_given_while_another_runs_is_queued_and_planned_when_its_turn_comes(
+    membership: Membership, clock: FakeClock
+) -> None:
+    """Not refused: queued behind the running operation, listed with what it waits for, and planned only when its
+    turn comes (a drain marks its executor then, not before: moves to it were refused for the rest of a run)."""
     operations = Operations(membership, ReplicaGroups(membership, q=1))
     operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
     try:
-        operations.move([PartitionMoveRequest("1", "c")])  # c holds nothing: it warms up, and the move runs on
-        error = refused(lambda: operations.drain("b"))
-        assert error.code is grpc.StatusCode.FAILED_PRECONDITION and "is still running" in str(error)
+        first = operations.move([PartitionMoveRequest("1", "c")])  # c holds nothing: it warms up, and runs on
+        queued = operations.drain("b")
+        assert queued.state == "queued" and queued.operation_id == first.operation_id + 1, queued
+        assert queued.notes == [f"queued behind operation {first.operation_id}: planned and started when it ends"]
         assert "b" not in operations.draining()
         assert operations.resolve_executor("b", for_target=True).node_id == "b"
+        # Names and strategies are checked at once, not when the turn comes.
         error = refused(lambda: operations.drain("a", strategy="sideways"))
         assert error.code is grpc.StatusCode.INVALID_ARGUMENT and "a" not in operations.draining()
+        error = refused(lambda: operations.drain("9"))
+        assert error.code is grpc.StatusCode.NOT_FOUND
+        # The running move's target dies: the move fails with the reason, and the queued drain starts.
+        clock.now = 10.0
+        for node in ("a", "b"):
+            beat(membership, node)
+        ended = wait_until(lambda: operations.status(first.operation_id).state == "failed" and operations.status(
+            first.operation_id))
+        assert "target node c is dead" in ended.moves[0].error, ended
+        started = wait_until(lambda: operations.status(queued.operation_id).state != "queued" and operations.status(
+            queued.operation_id))
+        assert started.kind == "drain" and "b" in operations.draining(), started
+    finally:
+        operations.stop()
+
+
+def test_a_queued_command_that_can_no_longer_be_planned_ends_failed_with_the_reason(
+    membership: Membership, clock: FakeClock
+) -> None:
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        first = operations.move([PartitionMoveRequest("1", "c")])
+        queued = operations.move([PartitionMoveRequest("0", "c", ROOT)])  # to the same target, behind the first
+        assert queued.state == "queued"
+        clock.now = 10.0  # c dies before the queued move's turn
+        for node in ("a", "b"):
+            beat(membership, node)
+        wait_until(lambda: operations.status(first.operation_id).state == "failed")
+        failed = wait_until(lambda: operations.status(queued.operation_id).state == "failed" and operations.status(
+            queued.operation_id))
+        assert failed.error == "could not be planned when its turn came: executor 'c' (node c) is dead", failed
+        assert not operations.running
     finally:
         operations.stop()
 

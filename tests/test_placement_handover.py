@@ -126,3 +126,15 @@ def test_batches_are_ordered_so_that_no_node_runs_more_tasks_than_before_or_afte
     batched = plan_handover(moves, "batched", {"a": 3, "b": 3, "c": 2})
     assert sorted(m.partition for m in batched.moves) == ["p1", "p2"]
     assert all(len({n for m in b for n in m.participants}) == 2 * len(b) for b in batched.batches)
+
+
+def test_a_move_whose_sender_is_its_target_is_batched_not_looped_over() -> None:
+    """A node that ships to itself (the live holder nearest a dead source is the target) is one busy node: the
+    batched plan used to spin forever on it (a self-loop no matching takes), holding the controller's lock."""
+    moves = [
+        Move("p1", Role.PRIMARY, "dead", "a", 10, "a"),
+        Move("p2", Role.REPLICA, "a", "b", 5, "a"),
+    ]
+    plan = plan_handover(moves, Strategy.BATCHED)
+    assert sorted(m.partition for batch in plan.batches for m in batch) == ["p1", "p2"]
+    assert len(plan.batches) == 2  # both keep node a busy: one batch each

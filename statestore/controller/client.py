@@ -70,18 +70,18 @@ class ControlClient:
         timeout: float | None = None,
         on_progress: Callable[[control_pb2.OperationStatus], None] | None = None,
     ) -> control_pb2.OperationStatus:
-        """Poll operation `operation_id` until it is no longer running (or `timeout` seconds passed: then
-        raises TimeoutError); `on_progress` sees every answer."""
+        """Poll operation `operation_id` until it is neither queued nor running (or `timeout` seconds passed:
+        then raises TimeoutError); `on_progress` sees every answer."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             status = self.operation(operation_id)
             if on_progress is not None:
                 on_progress(status)
-            if status.state != "running":
+            if not in_flight(status):
                 return status
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"operation {operation_id} ({status.kind}) still running after {timeout:g}s: "
+                    f"operation {operation_id} ({status.kind}) still {status.state} after {timeout:g}s: "
                     "`statestore status` shows the step each move is at"
                 )
             time.sleep(_POLL_SECONDS)
@@ -96,6 +96,11 @@ class ControlClient:
                     f"{name}: controller {self.address} unreachable ({code.name}: {exc.details()})"
                 ) from None
             raise ControlError(f"{name}: {exc.details()}") from None
+
+
+def in_flight(status: control_pb2.OperationStatus) -> bool:
+    """Whether the operation is still to end: running, or queued behind another."""
+    return status.state in ("running", "queued")
 
 
 def moves_done(status: control_pb2.OperationStatus) -> int:

@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -21,6 +21,7 @@ from handover.migration import Migration, order_moves
 from placement import PartitionDemand, Placement, ReplicaGroup, Strategy
 from placement.primaries import balance_primaries, balance_primaries_by_load, move_primaries_to_lighter_nodes
 from statestore.cluster.membership import Membership, NodeRecord
+from statestore.controller.queued_command import Plan, QueuedCommand
 from statestore.controller.replica_groups import ReplicaGroups
 from statestore.logs import log_event
 from statestore.partition_key import normalized_checkpoint_dir, task_partition_key, task_partition_key_of
@@ -49,7 +50,7 @@ class PartitionMoveRequest:
 
 
 class Operations:
-    """Runs one operator command at a time and remembers the last ones."""
+    """Runs one operator command at a time, queues those given meanwhile, and remembers the last ones."""
 
     def __init__(self, membership: Membership, groups: ReplicaGroups, settings: HandOverSettings | None = None) -> None:
         self._membership = membership
@@ -57,7 +58,9 @@ class Operations:
         self.settings = settings or HandOverSettings()
         self._levers: SparkLevers | None = None
         self._lock = threading.Lock()
-        self._operations: list[Migration] = []
+        self._operations: list[Migration | QueuedCommand] = []  # by operation id
+        self._queue: list[QueuedCommand] = []  # commands waiting their turn, first first
+        self._stopped = False
         self._next_id = 1
 
     def attach_spark(self, levers: SparkLevers) -> None:
@@ -66,9 +69,13 @@ class Operations:
 
     # commands
     def move(self, requests: Sequence[PartitionMoveRequest], strategy: str = "") -> control_pb2.OperationStatus:
-        """Move each named task partition's primary to the named executor."""
+        """Move each named task partition's primary to the named executor (queued while another operation runs:
+        planned when its turn comes)."""
         if not requests:
             raise OperationError(grpc.StatusCode.INVALID_ARGUMENT, "move: name at least one partition")
+        return self._submit("move", strategy, lambda: self._plan_moves(requests))
+
+    def _plan_moves(self, requests: Sequence[PartitionMoveRequest]) -> tuple[list[HandOver], list[str]]:
         plan = self._plan_in_force()
         running = self._running_primaries()
         moves, notes = [], []
@@ -92,29 +99,29 @@ class Operations:
                 else:
                     final = ReplicaGroup(target.node_id, tuple(replicas))  # A drops its copy
                 moves.append(HandOver(task, source, target.node_id, final, target.executor_id))
-        return self._start("move", strategy, moves, notes)
+        return moves, notes
 
     def drain(self, executor: str, strategy: str = "") -> control_pb2.OperationStatus:
-        """Move every primary and replica off `executor`."""
-        record = self.resolve_executor(executor, for_target=False)
-        if len(self._membership.live_node_ids()) - len(self._groups.draining() | {record.node_id}) < 1:
-            raise OperationError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"cannot drain executor {executor}: no other live executor would be left to take its partitions",
-            )
-        target = self._groups.target(None, exclude=frozenset({record.node_id}))
-        moves, notes = self._moves_to(target)
-        was_draining = record.node_id in self._groups.draining()
-        self._groups.drain(record.node_id)
-        notes.append(f"node {record.node_id} is kept out of every plan from now on")
-        try:
-            return self._start("drain", strategy, moves, notes)
-        except OperationError:
-            # Refused (another operation runs, a bad strategy): the executor is not being drained after all, and
-            # later moves to it must not be refused as if it were.
-            if not was_draining:
-                self._groups.undrain(record.node_id)
-            raise
+        """Move every primary and replica off `executor` (queued while another operation runs: the executor is
+        marked as being drained only once its turn comes)."""
+        node = self.resolve_executor(executor, for_target=False).node_id
+
+        def plan() -> tuple[list[HandOver], list[str]]:
+            record = self.resolve_executor(executor, for_target=False)  # still alive when its turn comes
+            if len(self._membership.live_node_ids()) - len(self._groups.draining() | {record.node_id}) < 1:
+                raise OperationError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"cannot drain executor {executor}: no other live executor would be left to take its partitions",
+                )
+            moves, notes = self._moves_to(self._groups.target(None, exclude=frozenset({record.node_id})))
+            self._groups.drain(record.node_id)
+            notes.append(f"node {record.node_id} is kept out of every plan from now on")
+            return moves, notes
+
+        # A drain that does not start (queued, refused) must not leave the executor marked as being drained:
+        # every move to it would be refused meanwhile.
+        undo = None if node in self._groups.draining() else (lambda: self._groups.undrain(node))
+        return self._submit("drain", strategy, plan, undo)
 
     def decommissioning(self, executor_id: str) -> int | None:
         """Spark is decommissioning `executor_id`: it runs no new task and exits about a second after its last
@@ -164,7 +171,8 @@ class Operations:
         for move in moves:
             move.urgent = True
         try:
-            status = self._start("decommission", Strategy.ALL_AT_ONCE, moves, [*notes, *more])
+            # Ahead of any queued command: the executor exits about a second after its last task.
+            status = self._start("decommission", Strategy.ALL_AT_ONCE, moves, [*notes, *more], jump_queue=True)
         except OperationError as exc:  # another operation started meanwhile
             log_event(_log, "decommission_deferred", executor=executor_id, why=str(exc))
             return None
@@ -186,16 +194,23 @@ class Operations:
         return frozenset(task for m in running for task in m.steered_from(node_id))
 
     def rebalance(self, strategy: str = "", dry_run: bool = False) -> control_pb2.OperationStatus:
-        """Re-plan primaries and replicas (primaries not pinned) and carry out the moves."""
-        target = self._groups.target({})
-        if target is not None:
-            placement, running = target
-            fixed = frozenset(t for t in placement if t not in running)
-            target = (balance_primaries(placement, fixed), running)
-        moves, notes = self._moves_to(target)
-        if not moves:
-            notes.append("the placement in force is already balanced: nothing to move")
-        return self._start("rebalance", strategy, moves, notes, dry_run)
+        """Re-plan primaries and replicas (primaries not pinned) and carry out the moves (queued while another
+        operation runs; a dry run answers at once)."""
+
+        def plan() -> tuple[list[HandOver], list[str]]:
+            target = self._groups.target({})
+            if target is not None:
+                placement, running = target
+                fixed = frozenset(t for t in placement if t not in running)
+                target = (balance_primaries(placement, fixed), running)
+            moves, notes = self._moves_to(target)
+            if not moves:
+                notes.append("the placement in force is already balanced: nothing to move")
+            return moves, notes
+
+        if dry_run:
+            return self._start("rebalance", strategy, *plan(), dry_run=True)
+        return self._submit("rebalance", strategy, plan)
 
     def balance_load(
         self,
@@ -272,10 +287,13 @@ class Operations:
         return [p.store for task in sorted(tasks) for p in self._membership.stores_of_task(task)]
 
     def stop(self) -> None:
-        """Stop the running operation's thread (the controller is stopping)."""
+        """Stop the running operation's thread and start nothing queued (the controller is stopping)."""
         with self._lock:
+            self._stopped = True
+            self._queue.clear()
             for migration in self._operations:
-                migration.stop()
+                if isinstance(migration, Migration):
+                    migration.stop()
 
     # names
     def resolve_executor(self, spec: str, for_target: bool) -> NodeRecord:
@@ -369,16 +387,68 @@ class Operations:
             moves.append(HandOver(task, source, group.primary, group, executors.get(group.primary, "")))
         return moves, notes
 
-    def _start(
-        self, kind: str, strategy: str, moves: list[HandOver], notes: list[str], dry_run: bool = False
+    def _submit(
+        self, kind: str, strategy: str, plan: Plan, undo: Callable[[], None] | None = None
     ) -> control_pb2.OperationStatus:
+        """Plan and start an operator's command, or queue it behind the running operation. Names, the strategy
+        and preconditions are checked now (a refusal says what is wrong); a queued command is planned again
+        when its turn comes."""
+        _strategy(strategy)
         try:
-            chosen = Strategy(strategy or Strategy.BATCHED)
-        except ValueError:
-            raise OperationError(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"unknown strategy {strategy!r}: one of {', '.join(s.value for s in Strategy)}",
-            ) from None
+            moves, notes = plan()
+            return self._start(kind, strategy, moves, notes)
+        except _Busy as busy:
+            if undo is not None:
+                undo()
+            with self._lock:
+                queued = QueuedCommand(self._next_id, kind, strategy, plan, busy.operation_id, undo)
+                self._next_id += 1
+                self._queue.append(queued)
+                self._operations = _kept([*self._operations, queued])
+            log_event(_log, "operation_queued", operation=queued.operation_id, kind=kind, behind=busy.operation_id)
+            self._start_next()  # the running one may have ended meanwhile
+            return queued.status()
+        except OperationError:
+            if undo is not None:
+                undo()
+            raise
+
+    def _start_next(self) -> None:
+        """Start the first queued command once nothing runs (called as each operation ends)."""
+        with self._lock:
+            if self._stopped or not self._queue or any(m.running for m in self._operations):
+                return
+            queued = self._queue.pop(0)
+        try:
+            moves, notes = queued.plan()
+            self._start(queued.kind, queued.strategy, moves, notes, operation_id=queued.operation_id, from_queue=True)
+        except _Busy:  # a decommission's drain went first: wait for it
+            if queued.undo is not None:
+                queued.undo()
+            with self._lock:
+                self._queue.insert(0, queued)
+            self._start_next()
+        except OperationError as exc:
+            if queued.undo is not None:
+                queued.undo()
+            queued.fail(str(exc))
+            log_event(_log, "queued_operation_failed", logging.WARNING, operation=queued.operation_id, error=str(exc))
+            self._start_next()
+
+    def _start(
+        self,
+        kind: str,
+        strategy: str,
+        moves: list[HandOver],
+        notes: list[str],
+        dry_run: bool = False,
+        operation_id: int | None = None,
+        from_queue: bool = False,
+        jump_queue: bool = False,
+    ) -> control_pb2.OperationStatus:
+        """Carry `moves` out now; raises _Busy while an operation runs (or commands wait in the queue, unless
+        this one comes `from_queue` or may `jump_queue`). A dry run is never refused: it carries nothing out."""
+        chosen = _strategy(strategy)
         if moves and not dry_run and self._levers is None:
             raise OperationError(
                 grpc.StatusCode.FAILED_PRECONDITION,
@@ -387,13 +457,12 @@ class Operations:
                 "controller setting)",
             )
         with self._lock:
-            if any(m.running for m in self._operations):
-                busy = next(m for m in self._operations if m.running)
-                raise OperationError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"operation {busy.operation_id} ({busy.kind}) is still running: wait for it "
-                    f"(statestore status) before starting another",
-                )
+            if not dry_run:
+                busy = next((m for m in self._operations if m.running), None)
+                if busy is None and self._queue and not (from_queue or jump_queue):
+                    busy = self._queue[-1]
+                if busy is not None:
+                    raise _Busy(busy.operation_id, busy.kind)
             demands = self._groups.demands()
             primaries = Counter(self._running_primaries().values())
             order_moves(moves, chosen, lambda m: _move_bytes(m, demands, self._membership), primaries)
@@ -405,11 +474,53 @@ class Operations:
                 time.monotonic,
                 time.monotonic(),
             )
-            migration = Migration(self._next_id, kind, chosen, moves, protocol, notes, dry_run)
-            self._next_id += 1
-            self._operations = [*self._operations[-(_KEPT - 1) :], migration]
+            if operation_id is None:
+                operation_id = self._next_id
+                self._next_id += 1
+            migration = Migration(operation_id, kind, chosen, moves, protocol, notes, dry_run, self._start_next)
+            # A queued command keeps its place (and id) in the list.
+            kept = [m for m in self._operations if m.operation_id != operation_id]
+            self._operations = _kept(sorted([*kept, migration], key=lambda m: m.operation_id))
         migration.start()
+        if not migration.running:  # nothing to carry out: the next in line may start
+            self._start_next()
         return migration.status()
+
+
+class _Busy(OperationError):
+    """Another operation runs (or commands wait their turn)."""
+
+    def __init__(self, operation_id: int, kind: str) -> None:
+        super().__init__(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"operation {operation_id} ({kind}) is still running: wait for it (statestore status) before "
+            "starting another",
+        )
+        self.operation_id = operation_id
+
+
+def _strategy(strategy: str) -> Strategy:
+    """The strategy named (the default: batched); INVALID_ARGUMENT naming the choices otherwise."""
+    try:
+        return Strategy(strategy or Strategy.BATCHED)
+    except ValueError:
+        raise OperationError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"unknown strategy {strategy!r}: one of {', '.join(s.value for s in Strategy)}",
+        ) from None
+
+
+def _kept(operations: list) -> list:
+    """The operations to keep listing: every one running or queued, and the last `_KEPT` ended."""
+    ended = [o for o in operations if not _in_flight(o)]
+    keep = {id(o) for o in ended[-_KEPT:]}
+    return [o for o in operations if _in_flight(o) or id(o) in keep]
+
+
+def _in_flight(operation: Migration | QueuedCommand) -> bool:
+    if isinstance(operation, QueuedCommand):
+        return operation.ended_at is None
+    return operation.running
 
 
 def _move_bytes(move: HandOver, demands: dict[str, PartitionDemand], membership: Membership) -> int:

@@ -64,7 +64,7 @@ def _run_rebalance(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, name: str, start: Callable[[ControlClient], control_pb2.OperationStatus]) -> int:
-    from statestore.controller.client import ControlClient, ControlError
+    from statestore.controller.client import ControlClient, ControlError, in_flight
     from statestore.controller.target_option import resolve_target
 
     address = resolve_target(args, name)
@@ -74,7 +74,7 @@ def _run(args: argparse.Namespace, name: str, start: Callable[[ControlClient], c
         try:
             status = start(client)
             print(format_operation(status))
-            if args.wait and status.state == "running":
+            if args.wait and in_flight(status):
                 status = _follow(client, status, args.timeout)
                 print(format_operation(status))
         except (ControlError, TimeoutError) as exc:
@@ -93,6 +93,7 @@ def _follow(
     with tqdm(total=len(status.moves), unit="move", desc=f"{status.kind} ({status.strategy})", file=sys.stderr) as bar:
 
         def show(now: control_pb2.OperationStatus) -> None:
+            bar.total = len(now.moves)  # a queued command's moves are known once it starts
             bar.n = moves_done(now)
             bar.set_postfix_str(f"batch {now.batch + 1}/{now.batches}", refresh=False)
             bar.refresh()

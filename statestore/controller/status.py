@@ -192,6 +192,8 @@ def _operations(reply: control_pb2.StatusReply) -> str:
             blocks.append(format_operation(operation).splitlines()[0])
         # An automatic operation says why it was started (the load-balancing policy's reason, Spark's decommission).
         blocks.extend(f"    why: {note}" for note in operation.notes if note.startswith(_AUTOMATIC))
+        if operation.state == "queued":  # what it waits for
+            blocks.extend(f"    {note}" for note in operation.notes)
     return "\n\nMOVES\n" + "\n".join(blocks)
 
 
