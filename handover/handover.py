@@ -105,6 +105,7 @@ class HandOver:
     error: str = ""
     log: list[str] = field(default_factory=list)
     _step_since: float = 0.0
+    _generations: dict[str, int] = field(default_factory=dict)  # node -> its generation when the move was decided
 
     @property
     def moves_primary(self) -> bool:
@@ -145,6 +146,9 @@ class HandOverProtocol:
     def decide(self, move: HandOver) -> None:
         """Record the decision (the caller chose source, target and final group)."""
         move.started_at = self._clock()
+        for node_id in (move.source, move.target):
+            record = self._membership.node(node_id)
+            move._generations[node_id] = record.generation if record is not None else 0
         what = (
             f"move the primary from node {move.source} to node {move.target}"
             if move.moves_primary
@@ -398,14 +402,22 @@ class HandOverProtocol:
         return True
 
     def _require_alive(self, move: HandOver) -> None:
+        """Fail the move at once when its target or (before the steer) its source is lost, or its state node
+        restarted (its copies are gone): the reason names the executor and the step. A loss is known within the
+        controller's `dead_after` (3 s by default), or at once when Spark reports the executor removed."""
         target = self._membership.node(move.target)
         if target is None or not self._membership.is_alive(target):
-            raise _Failed(f"target node {move.target} is dead")
+            raise _Failed(f"target {_executor(target, move.target)} lost at step {move.step}")
+        if target.generation != move._generations.get(move.target, target.generation):
+            raise _Failed(
+                f"the state node of target {_executor(target, move.target)} restarted at step {move.step}: the "
+                "copy it was given is gone (move it again)"
+            )
         if move.moves_primary and not (target.executor_id and target.executor_host):
             raise _Failed(f"target node {move.target} has no known Spark executor to steer to")
         source = self._membership.node(move.source)
         if move.step is not Step.STEERED and (source is None or not self._membership.is_alive(source)):
-            raise _Failed(f"source node {move.source} is dead: failover takes over")
+            raise _Failed(f"source {_executor(source, move.source)} lost at step {move.step}: failover takes over")
 
     def _stores(self, task: str) -> list[PartitionRecord]:
         return self._membership.stores_of_task(task)
@@ -425,6 +437,12 @@ class HandOverProtocol:
             detail=detail,
             version=move.effective_version or move.steered_at_version,
         )
+
+
+def _executor(record: NodeRecord | None, node_id: str) -> str:
+    """`executor 2 (node 2)`, or `node 2` when its executor is not known."""
+    executor = record.executor_id if record is not None else ""
+    return f"executor {executor} (node {node_id})" if executor else f"node {node_id}"
 
 
 class _Failed(Exception):

@@ -509,10 +509,29 @@ def test_a_command_given_while_another_runs_is_queued_and_planned_when_its_turn_
             beat(membership, node)
         ended = wait_until(lambda: operations.status(first.operation_id).state == "failed" and operations.status(
             first.operation_id))
-        assert "target node c is dead" in ended.moves[0].error, ended
+        assert ended.moves[0].error == "target executor c (node c) lost at step warming up", ended
         started = wait_until(lambda: operations.status(queued.operation_id).state != "queued" and operations.status(
             queued.operation_id))
         assert started.kind == "drain" and "b" in operations.draining(), started
+    finally:
+        operations.stop()
+
+
+def test_a_move_whose_target_node_restarts_ends_at_once_naming_it(membership: Membership) -> None:
+    """A target whose state node came back as a new process (at another address: its copies are gone) is not
+    waited for until the warm-up's time limit: the move fails at the next tick, saying why."""
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        started = operations.move([PartitionMoveRequest("1", "c")])
+        assert wait_until(lambda: operations.status(started.operation_id).moves[0].step == "warming up")
+        membership.register(control_pb2.NodeRef(node_id="c", address="c:2", executor_id="c", executor_host="host-c"))
+        failed = wait_until(lambda: operations.status(started.operation_id).state == "failed" and operations.status(
+            started.operation_id))
+        assert failed.moves[0].error == (
+            "the state node of target executor c (node c) restarted at step warming up: the copy it was given is "
+            "gone (move it again)"
+        ), failed
     finally:
         operations.stop()
 

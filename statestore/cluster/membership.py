@@ -67,6 +67,7 @@ class NodeRecord:
     open_files: int = 0
     opens_ahead: bool = False  # its executor opens copies of incoming partitions ahead of their moves
     opened_ahead: dict[str, int] = field(default_factory=dict)  # partition key -> version of the copy opened ahead
+    generation: int = 0  # bumped when the node comes back at another address: a restarted process, state gone
 
 
 @dataclass
@@ -139,6 +140,8 @@ class Membership:
                 self.node_changes += 1
             else:
                 self._note_silence(record, node.address)
+                if record.address != node.address:
+                    record.generation += 1
                 if (record.address, record.rack) != (node.address, node.rack):
                     self.changes += 1
                     self.node_changes += 1
