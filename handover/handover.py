@@ -104,6 +104,7 @@ class HandOver:
     opened_ahead: str = ""  # before the steer: "open" (B's executor opened its copy ahead), "late" or "no" (not)
     error: str = ""
     log: list[str] = field(default_factory=list)
+    waiting_for: str = ""  # what an unfinished move waits for now (statestore status)
     _step_since: float = 0.0
     _generations: dict[str, int] = field(default_factory=dict)  # node -> its generation when the move was decided
 
@@ -168,12 +169,16 @@ class HandOverProtocol:
                 self._check_warm(move, stores)
             elif move.step is Step.WARM and may_steer:
                 self._steer(move, stores)
+            elif move.step is Step.WARM:
+                move.waiting_for = "the other moves of its batch to be warm (the strategy steers them together)"
             elif move.step is Step.STEERED:
                 self._await_promotion(move, stores)
             elif move.step is Step.PROMOTED:
                 self._settle(move, stores)
         except _Failed as failed:
             self.fail(move, str(failed))
+        if move.finished:
+            move.waiting_for = ""
 
     def fail(self, move: HandOver, why: str) -> None:
         """End `move` as failed: its group is no longer held, and `why` is recorded."""
@@ -199,6 +204,9 @@ class HandOverProtocol:
         if not lagging:
             self._record(move, Step.WARM, f"every new member within {self.settings.acceptable_lag} version(s)")
             return
+        move.waiting_for = (
+            f"{', '.join(lagging)} to catch up; {self._left(move, self.settings.warm_up_timeout)} s left"
+        )
         if self._clock() - move._step_since > self.settings.warm_up_timeout:
             raise _Failed(
                 f"warm-up of {', '.join(lagging)} did not catch up within {self.settings.warm_up_timeout:g}s: "
@@ -241,6 +249,10 @@ class HandOverProtocol:
             return True
         waited = self._clock() - move._step_since
         if waited <= self.settings.open_ahead_wait:
+            move.waiting_for = (
+                f"executor {target.executor_id} to open its copy of {', '.join(missing)} ahead of the move; "
+                f"{self._left(move, self.settings.open_ahead_wait)} s left"
+            )
             return False
         move.opened_ahead = "late"
         self._record(
@@ -348,6 +360,10 @@ class HandOverProtocol:
             for decision in self._decisions(move, stores, target):
                 self._levers.steer(decision)
             return
+        move.waiting_for = (
+            f"Spark to run a batch of the partition on executor {target.executor_id} (attempt {move.attempts}); "
+            f"{self._left(move, self.settings.promote_timeout)} s left"
+        )
         if self._clock() - move._step_since > self.settings.promote_timeout:
             raise _Failed(f"no batch ran the partition within {self.settings.promote_timeout:g}s of steering")
 
@@ -386,6 +402,10 @@ class HandOverProtocol:
             else:
                 outcome = ""
         if not outcome and self._clock() - move._step_since <= self.settings.settle_timeout:
+            move.waiting_for = (
+                f"node {move.source}'s executor to unload its copy (at its next task or maintenance); "
+                f"{self._left(move, self.settings.settle_timeout)} s left"
+            )
             return
         move.source_after = outcome or "pending (Spark unloads A's copy at its next maintenance)"
         move.ended_at = self._clock()
@@ -418,6 +438,10 @@ class HandOverProtocol:
         source = self._membership.node(move.source)
         if move.step is not Step.STEERED and (source is None or not self._membership.is_alive(source)):
             raise _Failed(f"source {_executor(source, move.source)} lost at step {move.step}: failover takes over")
+
+    def _left(self, move: HandOver, limit: float) -> int:
+        """Whole seconds left of `limit` in the move's current step."""
+        return max(0, round(limit - (self._clock() - move._step_since)))
 
     def _stores(self, task: str) -> list[PartitionRecord]:
         return self._membership.stores_of_task(task)

@@ -206,6 +206,7 @@ class Migration:
                     log=move.log,
                     error=move.error,
                     source_after=move.source_after,
+                    waiting_for=move.waiting_for,
                 )
             )
         return reply

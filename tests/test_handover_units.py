@@ -493,6 +493,10 @@ def test_a_command_given_while_another_runs_is_queued_and_planned_when_its_turn_
     operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
     try:
         first = operations.move([PartitionMoveRequest("1", "c")])  # c holds nothing: it warms up, and runs on
+        # The running move says what it waits for: c, which holds nothing, to catch up.
+        waiting = wait_until(lambda: operations.status(first.operation_id).moves[0].waiting_for)
+        assert waiting.startswith("node c (0/1/default at none of 3)") and " to catch up; " in waiting, waiting
+        assert waiting.endswith(" s left"), waiting
         queued = operations.drain("b")
         assert queued.state == "queued" and queued.operation_id == first.operation_id + 1, queued
         assert queued.notes == [f"queued behind operation {first.operation_id}: planned and started when it ends"]
@@ -510,6 +514,7 @@ def test_a_command_given_while_another_runs_is_queued_and_planned_when_its_turn_
         ended = wait_until(lambda: operations.status(first.operation_id).state == "failed" and operations.status(
             first.operation_id))
         assert ended.moves[0].error == "target executor c (node c) lost at step warming up", ended
+        assert not ended.moves[0].waiting_for
         started = wait_until(lambda: operations.status(queued.operation_id).state != "queued" and operations.status(
             queued.operation_id))
         assert started.kind == "drain" and "b" in operations.draining(), started

@@ -122,7 +122,7 @@ def format_operation(status: control_pb2.OperationStatus) -> str:
             else ""
         )
         after = f", old primary's copy: {move.source_after}" if move.source_after else ""
-        error = f": {move.error}" if move.error else ""
+        error = f": {move.error}" if move.error else (f", waiting for {move.waiting_for}" if move.waiting_for else "")
         lines.append(
             f"  [{move.batch}] {move.partition}: {what}, group {'/'.join(move.final_group)}: {move.step}"
             f"{loaded}{after}{error}"

@@ -48,7 +48,7 @@ class OperationRequest(_message.Message):
     def __init__(self, operation_id: _Optional[int] = ...) -> None: ...
 
 class HandOverStatus(_message.Message):
-    __slots__ = ("partition", "source_node", "target_node", "target_executor", "final_group", "step", "batch", "steered_at_version", "effective_version", "attempts", "load_source", "loaded_from_version", "load_millis", "seconds_to_promote", "seconds", "log", "error", "source_after")
+    __slots__ = ("partition", "source_node", "target_node", "target_executor", "final_group", "step", "batch", "steered_at_version", "effective_version", "attempts", "load_source", "loaded_from_version", "load_millis", "seconds_to_promote", "seconds", "log", "error", "source_after", "waiting_for")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     SOURCE_NODE_FIELD_NUMBER: _ClassVar[int]
     TARGET_NODE_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +67,7 @@ class HandOverStatus(_message.Message):
     LOG_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     SOURCE_AFTER_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FOR_FIELD_NUMBER: _ClassVar[int]
     partition: str
     source_node: str
     target_node: str
@@ -85,7 +86,8 @@ class HandOverStatus(_message.Message):
     log: _containers.RepeatedScalarFieldContainer[str]
     error: str
     source_after: str
-    def __init__(self, partition: _Optional[str] = ..., source_node: _Optional[str] = ..., target_node: _Optional[str] = ..., target_executor: _Optional[str] = ..., final_group: _Optional[_Iterable[str]] = ..., step: _Optional[str] = ..., batch: _Optional[int] = ..., steered_at_version: _Optional[int] = ..., effective_version: _Optional[int] = ..., attempts: _Optional[int] = ..., load_source: _Optional[str] = ..., loaded_from_version: _Optional[int] = ..., load_millis: _Optional[int] = ..., seconds_to_promote: _Optional[float] = ..., seconds: _Optional[float] = ..., log: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., source_after: _Optional[str] = ...) -> None: ...
+    waiting_for: str
+    def __init__(self, partition: _Optional[str] = ..., source_node: _Optional[str] = ..., target_node: _Optional[str] = ..., target_executor: _Optional[str] = ..., final_group: _Optional[_Iterable[str]] = ..., step: _Optional[str] = ..., batch: _Optional[int] = ..., steered_at_version: _Optional[int] = ..., effective_version: _Optional[int] = ..., attempts: _Optional[int] = ..., load_source: _Optional[str] = ..., loaded_from_version: _Optional[int] = ..., load_millis: _Optional[int] = ..., seconds_to_promote: _Optional[float] = ..., seconds: _Optional[float] = ..., log: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., source_after: _Optional[str] = ..., waiting_for: _Optional[str] = ...) -> None: ...
 
 class OperationStatus(_message.Message):
     __slots__ = ("operation_id", "kind", "strategy", "state", "moves", "batches", "batch", "error", "seconds", "notes")
