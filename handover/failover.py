@@ -91,6 +91,8 @@ def freshest_holder(
 
     best = min(held, key=rank)
     return records[best], held[best]
+
+
 # Where Spark's coordinator places the decision's partition now (`executor_<host>_<id>`, "" when nowhere).
 LocateFunction = Callable[[Steer], str]
 
@@ -103,9 +105,7 @@ class Failover:
         self._lock = threading.Lock()
         self._steered: dict[str, tuple[Steer, float]] = {}  # partition key -> (decision, when)
 
-    def executor_lost(
-        self, executor_id: str, steer: SteerFunction, skip: frozenset[str] = frozenset()
-    ) -> list[Steer]:
+    def executor_lost(self, executor_id: str, steer: SteerFunction, skip: frozenset[str] = frozenset()) -> list[Steer]:
         """Steps 1 to 4 for Spark's report that executor `executor_id` is gone; returns the decisions taken.
         The task partitions in `skip` are left to the hand-over already steering them elsewhere (the executor
         was drained as Spark decommissioned it)."""
@@ -164,6 +164,57 @@ class Failover:
                     version_held=decision.version_held,
                     primary_version=decision.primary_version,
                 )
+                decisions.append(decision)
+        return decisions
+
+    def query_started(self, run_id: str, state_root: str, steer: SteerFunction) -> list[Steer]:
+        """A query run `run_id` starts on the checkpoint whose stores live under `state_root` (a restart: Spark
+        gave it a new run id). Spark's coordinator knows no place for the new run's partitions, so its first batch
+        would load them wherever it runs them: steer each task partition the controller knows under that state
+        root to the executor holding it, its primary's if that node lives (its copy is local there), else its
+        freshest replica holder's. Returns the decisions taken (none for a query never seen: nothing to keep)."""
+        tasks: dict[str, list[PartitionRecord]] = {}
+        for partition in self._membership.partitions():
+            place = partition.report.place
+            if place.state_root.rstrip("/") == state_root.rstrip("/") and place.run_id != run_id:
+                tasks.setdefault(task_partition_key(partition.store), []).append(partition)
+        decisions = []
+        for task, stores in sorted(tasks.items()):
+            primary = self._membership.node(stores[0].primary)
+            if (
+                primary is not None
+                and self._membership.is_alive(primary)
+                and primary.executor_id
+                and primary.executor_host
+                and all(p.primary == primary.node_id for p in stores)
+            ):
+                record, held = primary, {p.key: p.report.version for p in stores}
+            else:
+                target = freshest_holder(self._membership, task, stores)
+                if target is None:
+                    continue
+                record, held = target
+            for partition in stores:
+                decision = Steer(
+                    partition.store,
+                    run_id,
+                    state_root,
+                    record.executor_id,
+                    record.executor_host,
+                    record.node_id,
+                    held.get(partition.key, 0),
+                    partition.report.version,
+                    "",
+                )
+                try:
+                    steer(decision)
+                except Exception as exc:  # steering is an optimisation: Spark still runs the task somewhere
+                    log_event(_log, "steer_failed", logging.WARNING, store=partition.store.store_id, error=repr(exc))
+                    continue
+                log_event(
+                    _log, "steered_restart", store=partition.store.store_id, checkpoint=partition.store.checkpoint_dir,
+                    run_id=run_id, to_executor=record.executor_id, node=record.node_id,
+                )  # fmt: skip
                 decisions.append(decision)
         return decisions
 

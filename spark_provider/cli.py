@@ -29,7 +29,16 @@ def spark_conf_lines(settings: dict[str, str], jar: str, python: str, defaults_f
     """The confs that run an application on our provider with `settings` (keyword names or conf keys to
     values, checked: a SettingError names a bad one), as `spark-submit` arguments or spark-defaults.conf lines.
     Only settings given (and those the provider needs) are listed; every other one keeps its default."""
-    from spark_provider.settings import BY_KEY, BY_NAME, PLUGIN_CLASS, PROVIDER_CLASS, SettingError, spark_confs
+    from spark_provider.settings import (
+        BY_KEY,
+        BY_NAME,
+        PLUGIN_CLASS,
+        PROVIDER_CLASS,
+        QUERY_LISTENER_CLASS,
+        QUERY_LISTENERS_KEY,
+        SettingError,
+        spark_confs,
+    )
 
     by_name = {}
     for given, value in settings.items():
@@ -41,6 +50,7 @@ def spark_conf_lines(settings: dict[str, str], jar: str, python: str, defaults_f
     confs = {"spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS}
     if int(checked[BY_NAME["replication_factor"].key]) > 0:
         confs["spark.plugins"] = PLUGIN_CLASS  # each executor's node, and the driver's controller
+        confs[QUERY_LISTENERS_KEY] = QUERY_LISTENER_CLASS  # a restarted query steered before its first batch
         confs["spark.pyspark.python"] = python  # the Python that runs them: it needs this package
     confs.update({BY_NAME[name].key: checked[BY_NAME[name].key] for name in by_name})
     if defaults_file:

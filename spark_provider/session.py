@@ -9,7 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from spark_provider.jar import provider_jar
-from spark_provider.settings import BY_KEY, BY_NAME, PLUGIN_CLASS, PREFIX, PROVIDER_CLASS, SettingError, spark_confs
+from spark_provider.settings import (
+    BY_KEY,
+    BY_NAME,
+    PLUGIN_CLASS,
+    PREFIX,
+    PROVIDER_CLASS,
+    QUERY_LISTENER_CLASS,
+    QUERY_LISTENERS_KEY,
+    SettingError,
+    spark_confs,
+)
 
 
 def _with_class(existing: str | None, name: str) -> str:
@@ -110,17 +120,17 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
     secret_key = BY_NAME["secret"].key
     controller_key = BY_NAME["controller"].key
     replicating = int(confs[BY_NAME["replication_factor"].key]) > 0
-    if tls_files is not None:  # this process's calls to the controller (operator calls) go over TLS too
-        from statestore import tls
-
-        tls.use(tls_files)
     if replicating and not confs.get(controller_key):
         # Ours: calls to it and to the nodes carry the application's secret.
         confs[secret_key] = confs.get(secret_key) or _spark_secret(builder_or_session) or secrets.token_hex(32)
-    elif confs.get(secret_key) and confs.get(controller_key):  # a controller of the user's
-        from statestore import auth
+    elif confs.get(controller_key):  # a controller of the user's: this process's calls to it carry its secret and
+        # TLS files (ours are found in its registration on this host: statestore.auth)
+        from statestore import auth, tls
 
-        auth.remember(confs[controller_key], confs[secret_key])
+        if confs.get(secret_key):
+            auth.remember(confs[controller_key], confs[secret_key])
+        if tls_files is not None:
+            tls.use_for(confs[controller_key], tls_files)
     python_confs = _python_confs(builder_or_session) if replicating else {}
     if hasattr(builder_or_session, "getOrCreate"):
         builder = builder_or_session
@@ -129,6 +139,9 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
         if replicating:
             # The driver side starts the controller; each executor starts its state node as it starts.
             builder = builder.config("spark.plugins", _with_class(options.get("spark.plugins"), PLUGIN_CLASS))
+            # A restarted query's partitions are steered before its first batch.
+            listeners = _with_class(options.get(QUERY_LISTENERS_KEY), QUERY_LISTENER_CLASS)
+            builder = builder.config(QUERY_LISTENERS_KEY, listeners)
         for key, value in {**confs, **python_confs}.items():
             builder = builder.config(key, value)
         return builder
@@ -139,6 +152,7 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
         session.conf.set(key, value)
     if replicating and not confs.get(controller_key):
         session.conf.set(controller_key, _attach_controller(context, {**confs, **python_confs}, jar_path))
+        session._jsparkSession.streams().addListener(context._jvm.io.statestore.spark.QueryStarts())
     return session
 
 

@@ -10,6 +10,9 @@ from spark_provider.setting_values import Address, BadValue, Choice, Flag, Integ
 PROVIDER_CLASS = "io.statestore.spark.StatestoreProvider"
 # Starts each executor's state node with the executor (spark.plugins).
 PLUGIN_CLASS = "io.statestore.spark.StatestorePlugin"
+# Steers a restarted query's partitions before its first batch (spark.sql.streaming.streamingQueryListeners).
+QUERY_LISTENER_CLASS = "io.statestore.spark.QueryStarts"
+QUERY_LISTENERS_KEY = "spark.sql.streaming.streamingQueryListeners"
 SPARK_ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 SPARK_HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 PREFIX = "spark.sql.streaming.stateStore.statestore."

@@ -60,6 +60,16 @@ def secret_for(address: str) -> str:
     return secret_from_env() or secret_of(address)
 
 
+def _registered_tls(address: str) -> TlsFiles | None:
+    from statestore.registry import registered_at
+
+    registration = registered_at(address)
+    if registration is None or not registration.tls:
+        return None
+    env = registration.tls
+    return TlsFiles.of(env.get(tls.CERT_ENV), env.get(tls.KEY_ENV), env.get(tls.CA_ENV), f"registration of {address}")
+
+
 def channel(
     address: str,
     options: Sequence[tuple[str, Any]] | None = None,
@@ -67,8 +77,9 @@ def channel(
     tls_files: TlsFiles | None = None,
 ) -> grpc.Channel:
     """A channel to `address` whose every call carries `secret` (default: `secret_for(address)`), over TLS with
-    `tls_files` (default: this process's, statestore.tls; none: plaintext)."""
-    files = tls_files or tls.current()
+    `tls_files` (default: this process's, statestore.tls, else those given for `address`, else those the
+    controller at `address` registered on this host with, statestore.registry; none: plaintext)."""
+    files = tls_files or tls.current() or tls.for_address(address) or _registered_tls(address)
     if files is not None:
         base = grpc.secure_channel(address, files.channel_credentials(), options=options)
     else:

@@ -4,7 +4,9 @@ Spark UI's REST API names an application's controller among its confs.
 
 A registration is `$STATESTORE_HOME/controllers/<pid>.json` (`~/.statestore` by default; the directory 0700, the
 file 0600, since it holds the application's secret): `{"address", "secret", "pid", "application",
-"application_id", "spark_ui", "started"}` (Spark's application id and UI once the driver's JVM announced them). It
+"application_id", "spark_ui", "tls", "started"}` (Spark's application id and UI once the driver's JVM announced them;
+the paths of the TLS files it serves with, by their variables' names, so that a client on the host calls it over
+TLS). It
 is removed when the controller stops; one whose process is gone is ignored and removed by the next reader.
 """
 
@@ -38,6 +40,7 @@ class Registration:
     started: float
     application_id: str = ""  # Spark's, once the driver announced it
     spark_ui: str = ""
+    tls: dict[str, str] | None = None  # the TLS files it serves with (statestore.tls.environment), None: plaintext
 
     def describe(self) -> str:
         """One line for a list an operator chooses from (no secret)."""
@@ -54,7 +57,14 @@ def registry_dir() -> Path:
     return Path(os.environ.get(HOME_ENV) or Path.home() / ".statestore") / "controllers"
 
 
-def register(address: str, secret: str, application: str = "", application_id: str = "", spark_ui: str = "") -> Path:
+def register(
+    address: str,
+    secret: str,
+    application: str = "",
+    application_id: str = "",
+    spark_ui: str = "",
+    tls: dict[str, str] | None = None,
+) -> Path:
     """Register the controller serving at `address` in this process (again: the registration is replaced);
     returns the file (remove it with `unregister`). A wildcard listen host is registered as loopback, where this
     host reaches it."""
@@ -75,6 +85,7 @@ def register(address: str, secret: str, application: str = "", application_id: s
                 "application": application,
                 "application_id": application_id,
                 "spark_ui": spark_ui,
+                "tls": tls or {},
                 "started": _started(),
             },
             out,
@@ -114,6 +125,7 @@ def running() -> list[Registration]:
                 float(entry.get("started", 0)),
                 str(entry.get("application_id", "")),
                 str(entry.get("spark_ui", "")),
+                {str(k): str(v) for k, v in (entry.get("tls") or {}).items()} or None,
             )
         except (OSError, ValueError, KeyError, TypeError):
             continue
@@ -124,16 +136,22 @@ def running() -> list[Registration]:
     return sorted(found, key=lambda r: r.started)
 
 
-def secret_of(address: str) -> str:
-    """The secret registered for the controller at `address` ("" if none is): the registration with that address,
-    else the only one on its port (a controller registered at its listen address, called at its advertised one)."""
+def registered_at(address: str) -> Registration | None:
+    """The registration of the controller at `address` (None if none): the one with that address, else the only
+    one on its port (a controller registered at its listen address, called at its advertised one)."""
     registered = running()
     for registration in registered:
         if registration.address == address:
-            return registration.secret
+            return registration
     port = address.rpartition(":")[2]
     on_port = [r for r in registered if r.address.rpartition(":")[2] == port]
-    return on_port[0].secret if len(on_port) == 1 else ""
+    return on_port[0] if len(on_port) == 1 else None
+
+
+def secret_of(address: str) -> str:
+    """The secret registered for the controller at `address` ("" if none is)."""
+    registration = registered_at(address)
+    return registration.secret if registration is not None else ""
 
 
 def controller_from_spark_ui(url: str, timeout: float = 5.0) -> str:

@@ -87,6 +87,22 @@ def use(files: TlsFiles | None) -> None:
         _configured = files
 
 
+_by_address: dict[str, TlsFiles] = {}
+
+
+def use_for(address: str, files: TlsFiles) -> None:
+    """This process's clients call `address` (a controller of the user's) over TLS with `files`, whatever it uses
+    elsewhere (statestore.auth.channel)."""
+    with _lock:
+        _by_address[address] = files
+
+
+def for_address(address: str) -> TlsFiles | None:
+    """The files `use_for` gave `address` (None if none)."""
+    with _lock:
+        return _by_address.get(address)
+
+
 def current() -> TlsFiles | None:
     """The TLS files this process uses: those given to `use`, else the environment's, else None."""
     with _lock:

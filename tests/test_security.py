@@ -110,8 +110,9 @@ def test_enable_makes_a_secret_per_application_and_its_controller_requires_it() 
     spark = first.getOrCreate()  # the plugin's driver side starts the controller as a sidecar of the JVM
     try:
         address = spark.conf.get("spark.sql.streaming.stateStore.statestore.controller")
-        with grpc.insecure_channel(address) as plain:
-            refused(lambda: control_pb2_grpc.ControlStub(plain).Status(control_pb2.StatusRequest(), timeout=5))
+        # (Over TLS if this process's JVM was started with a TLS application's confs: the registration says.)
+        with auth.channel(address, secret="") as without:
+            refused(lambda: control_pb2_grpc.ControlStub(without).Status(control_pb2.StatusRequest(), timeout=5))
         # This process's clients (operator calls) find the secret in the controller's registration on this host.
         with auth.channel(address) as registered:
             control_pb2_grpc.ControlStub(registered).Status(control_pb2.StatusRequest(), timeout=5)

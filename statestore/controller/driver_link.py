@@ -7,6 +7,8 @@ The link is a Unix socket the controller listens on and the plugin connects to, 
     plugin -> controller   {"event": "executor_removed", "executor": "2", "reason": "..."}
                            {"event": "decommissioning", "executors": ["2"]}
                            {"event": "application", "id": "app-2026...", "name": ..., "ui": "http://..."}
+                           {"event": "query_started", "run_id": ..., "state_root": ..., "ack": 3}
+    controller -> plugin   {"ack": 3}   once the started query's partitions are steered
                            {"reply": 7, "location": "executor_127.0.0.1_3"}      or {"reply": 7, "error": "..."}
     controller -> plugin   {"request": 7, "op": "steer" | "locate", "state_root": ..., "operator": 0,
                             "partition": 3, "store_name": "default", "run_id": ..., "host": ..., "executor": ...}
@@ -163,8 +165,9 @@ class DriverLink:
             )
             reply = answer.result(timeout=REQUEST_TIMEOUT_SECONDS)
         except FutureTimeout:
-            raise DriverLinkError(f"the driver did not answer {op} of {decision.store.store_id} within "
-                                  f"{REQUEST_TIMEOUT_SECONDS:.0f}s") from None
+            raise DriverLinkError(
+                f"the driver did not answer {op} of {decision.store.store_id} within {REQUEST_TIMEOUT_SECONDS:.0f}s"
+            ) from None
         finally:
             self._pending.pop(request_id, None)
         if reply.get("error"):
@@ -181,6 +184,16 @@ class DriverLink:
                 self.events.executor_removed(str(event["executor"]), str(event.get("reason", "")), self.steer)
             elif kind == "decommissioning":
                 self.events.decommissioning([str(e) for e in event.get("executors", [])])
+            elif kind == "query_started":
+                try:
+                    decisions = self._controller.query_started(
+                        str(event["run_id"]), str(event["state_root"]), self.steer
+                    )
+                    log_event(_log, "query_started", run_id=event["run_id"], steered=len(decisions))
+                except Exception as exc:  # the query's start never waits on our error: it is acknowledged anyway
+                    log_event(_log, "query_start_not_steered", logging.WARNING, error=repr(exc))
+                with contextlib.suppress(DriverLinkError):  # the driver stopped waiting: its own bound
+                    self._send({"ack": event.get("ack")})
             elif kind == "application":
                 log_event(_log, "spark_application", id=event.get("id"), ui=event.get("ui"))
                 if self._on_application is not None:

@@ -95,6 +95,11 @@ class Controller:
         )
         return self.port
 
+    def query_started(self, run_id: str, state_root: str, steer: SteerFunction) -> list[Steer]:
+        """A query run started on a checkpoint (its state stores under `state_root`): steer its partitions for its
+        first batch to the executors holding them (handover.failover.Failover.query_started)."""
+        return self._service.failover.query_started(run_id, state_root, steer)
+
     def executor_lost(self, executor_id: str, steer: SteerFunction) -> list[Steer]:
         """Spark removed executor `executor_id`: fail its partitions over to their replica holders, steering
         each partition's next task with `steer` (handover.failover)."""
@@ -177,6 +182,7 @@ def run_controller(
             return register(
                 f"{host}:{advertised_port}", controller.secret, application,
                 application_id=spark_application.get("id", ""), spark_ui=spark_application.get("ui", ""),
+                tls=tls.environment(tls.current()),
             )  # fmt: skip
 
     def application_known(announced: dict[str, str]) -> None:  # the driver's JVM tells its id once Spark has it

@@ -43,13 +43,23 @@ final class DriverLink {
   private volatile SocketChannel channel;
   private final Object sending = new Object();
   private String lastDecommissioning = "";
+  private final java.util.concurrent.atomic.AtomicLong acks = new java.util.concurrent.atomic.AtomicLong();
+  private final java.util.concurrent.ConcurrentHashMap<Long, java.util.concurrent.CountDownLatch> awaited =
+      new java.util.concurrent.ConcurrentHashMap<>();
+  private static volatile DriverLink current;
 
   DriverLink(File socket, SparkContext sc) {
     this.socket = socket;
     this.sc = sc;
   }
 
+  /** The link of the controller this driver's plugin started (null: none). */
+  static DriverLink current() {
+    return current;
+  }
+
   void start() {
+    current = this;
     sc.addSparkListener(new SparkListener() {
       @Override
       public void onExecutorRemoved(SparkListenerExecutorRemoved removed) {
@@ -70,6 +80,7 @@ final class DriverLink {
 
   void stop() {
     stopped = true;
+    if (current == this) current = null;
     SocketChannel open = channel;
     if (open != null) {
       try {
@@ -91,7 +102,13 @@ final class DriverLink {
         BufferedReader lines = new BufferedReader(
             new InputStreamReader(Channels.newInputStream(open), StandardCharsets.UTF_8));
         for (String line = lines.readLine(); line != null; line = lines.readLine()) {
-          answer(JSON.readTree(line));
+          JsonNode message = JSON.readTree(line);
+          if (message.has("ack")) {
+            java.util.concurrent.CountDownLatch waiting = awaited.remove(message.path("ack").asLong());
+            if (waiting != null) waiting.countDown();
+          } else {
+            answer(message);
+          }
         }
       } catch (IOException e) {
         // not listening yet, or restarting: try again shortly
@@ -121,6 +138,27 @@ final class DriverLink {
       reply.put("error", e.toString());
     }
     send(reply.toString());
+  }
+
+  /**
+   * A query run started on the checkpoint whose state stores live under {@code stateRoot}: the controller steers
+   * its partitions for the run's first batch, and acknowledges. Returns whether it did within {@code waitMs}
+   * (false when not linked).
+   */
+  boolean queryStarted(String runId, String stateRoot, long waitMs) {
+    long ack = acks.incrementAndGet();
+    java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+    awaited.put(ack, done);
+    try {
+      ObjectNode event = JSON.createObjectNode().put("event", "query_started").put("run_id", runId)
+          .put("state_root", stateRoot).put("ack", ack);
+      return send(event.toString()) && done.await(waitMs, TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    } finally {
+      awaited.remove(ack);
+    }
   }
 
   /** Tells the controller the application's id and UI (for this host's registry), once Spark has them. */
