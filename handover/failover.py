@@ -171,8 +171,10 @@ class Failover:
         """A query run `run_id` starts on the checkpoint whose stores live under `state_root` (a restart: Spark
         gave it a new run id). Spark's coordinator knows no place for the new run's partitions, so its first batch
         would load them wherever it runs them: steer each task partition the controller knows under that state
-        root to the executor holding it, its primary's if that node lives (its copy is local there), else its
-        freshest replica holder's. Returns the decisions taken (none for a query never seen: nothing to keep)."""
+        root to its freshest replica holder, which loads it from its replica (the stopped run's provider on the
+        old primary's executor stays the partition's owner there until Spark's maintenance unloads it, so that
+        node has no copy to give yet); to the old primary's executor when no replica is held (q=0, one executor).
+        Returns the decisions taken (none for a query never seen: nothing to keep)."""
         tasks: dict[str, list[PartitionRecord]] = {}
         for partition in self._membership.partitions():
             place = partition.report.place
@@ -180,20 +182,19 @@ class Failover:
                 tasks.setdefault(task_partition_key(partition.store), []).append(partition)
         decisions = []
         for task, stores in sorted(tasks.items()):
+            target = freshest_holder(self._membership, task, stores)
             primary = self._membership.node(stores[0].primary)
-            if (
+            if target is not None:
+                record, held = target
+            elif (
                 primary is not None
                 and self._membership.is_alive(primary)
                 and primary.executor_id
                 and primary.executor_host
-                and all(p.primary == primary.node_id for p in stores)
             ):
                 record, held = primary, {p.key: p.report.version for p in stores}
             else:
-                target = freshest_holder(self._membership, task, stores)
-                if target is None:
-                    continue
-                record, held = target
+                continue
             for partition in stores:
                 decision = Steer(
                     partition.store,

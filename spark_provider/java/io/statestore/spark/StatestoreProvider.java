@@ -371,16 +371,9 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
    */
   private void takeOverFromPrevious() {
     StatestoreProvider previous = LAST_OWNER.get(partitionKey());
-    if (previous == null || previous == this) return;
+    // The same query run only: a restarted query loads as a new run does (its own checks of the checkpoint).
+    if (previous == null || previous == this || !previous.runId.equals(runId)) return;
     long deadline = System.nanoTime() + settings.materializeTimeoutMs * 1_000_000L;
-    if (!previous.runId.equals(runId)) {
-      // A restarted query (a new run) does not take the previous run's store: it loads as a new run does, with the
-      // node's checks. But the previous run's provider, idle for good (its run stopped), would be unloaded only at
-      // Spark's next maintenance (60 s by default), and until its close tells the node (DEMOTE), the node is the
-      // partition's primary with no copy to give: the load went to the checkpoint location. Close it now.
-      if (previous.closeIfIdle()) previous.awaitClosed(currentTaskAttempt(), deadline);
-      return;
-    }
     Yielded yielded = previous.yieldLocalOnceIdle(this, deadline);
     if (yielded == null) {
       // Not taken over: the node is to be asked, and until the previous provider's close has told it (DEMOTE or
@@ -410,16 +403,6 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
         return;
       }
     }
-  }
-
-  /** Closes this provider now if no task uses its store (a stopped run's); returns whether it did or was. */
-  private boolean closeIfIdle() {
-    synchronized (this) {
-      if (closed) return true;
-      if (closing || writerOpen || tasksUsing > 0) return false;
-    }
-    close();
-    return true;
   }
 
   /** An idle, clean local store and its directory, given away to a newer provider of the same partition. */
@@ -792,7 +775,6 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
   @Override
   public void close() {
     synchronized (this) {
-      if (closed || closing) return; // closed already (a restarted query's first load closes its predecessor)
       if (writerOpen || tasksUsing > 0) {
         // Spark unloads a provider its coordinator places on another executor, and in Spark 4 it may do so
         // while a task of this executor still uses the store (from that task's own thread, or the maintenance
