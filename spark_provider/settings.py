@@ -107,8 +107,8 @@ SETTINGS: tuple[Setting, ...] = (
             Flag()),
     Setting("faults_file", PREFIX + "faultsFile", None,
             "Tests only: a file arming the provider's fault points, one a line (`<point> kill [<partition>]` or "
-            "`<point> delay <millis> [<partition>]`; points `load`, `commit`, `committed`, `last-increment`, "
-            "`last-increment-apply`); the first task reaching that point deletes it and acts.",
+            "`<point> delay <millis> [<partition>]`; points `load`, `commit`, `committed`, `acked` (sync "
+            "mode), `last-increment`, `last-increment-apply`); the first task reaching that point deletes it and acts.",
             Text("a path")),
     Setting("secret", PREFIX + "secret", None,
             "The application's secret: every call to its controller and state nodes must carry it (statestore.auth, "

@@ -52,6 +52,19 @@ class _PendingColumnFamily:
     writes: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)  # key -> (op, value)
 
 
+@dataclass(frozen=True, slots=True)
+class UndoRecord:
+    """What takes a store from `version` back to `base_version`: every key the increment of `version` touched,
+    with the value it had before (None: absent), and each touched column family's key count before (None: the
+    family did not exist). Made by `undo_record` before the increment is applied, played by `revert`."""
+
+    version: int
+    base_version: int
+    base_lineage: bytes | None
+    counts: dict[str, int | None]
+    before: list[tuple[str, bytes, bytes | None]]
+
+
 def _count_key(cf: str) -> bytes:
     return _COUNT_PREFIX + cf.encode("utf-8")
 
@@ -523,6 +536,68 @@ class VersionedStore:
             )
         self._write(increment)
         return True
+
+    def undo_record(self, increment: Increment) -> UndoRecord | None:
+        """The record that would take this store back from `increment` (about to be applied on its version) to
+        the version it holds now; None when the increment drops a column family (its keys are not read back)."""
+        if Op.DROP_COLUMN_FAMILY in increment.ops or self._pending:
+            return None
+        names = [cf.name for cf in increment.column_families]
+        touched: dict[int, dict[bytes, None]] = {}
+        for index, key in zip(increment.cf_indexes, increment.keys, strict=True):
+            touched.setdefault(index, {})[key] = None
+        before: list[tuple[str, bytes, bytes | None]] = []
+        for index, keys in touched.items():
+            cf, listed = names[index], list(keys)
+            values = self._table(cf).get(listed) if cf in self._counts else [None] * len(listed)
+            before.extend(zip(repeat(cf), listed, values))
+        counts = {cf: self._counts.get(cf) for cf in names}
+        return UndoRecord(increment.version, self._version, self._lineage, counts, before)
+
+    def revert(self, undo: UndoRecord) -> None:
+        """Take this store back from `undo.version` to `undo.base_version` in one atomic write batch.
+
+        Raises VersionMismatchError unless the store holds `undo.version`, StateStoreError over uncommitted
+        writes, StoreWriteError if the write fails (the store then stays where it was)."""
+        self._require_writable(f"revert version {undo.version}")
+        if self._version != undo.version:
+            raise VersionMismatchError(self.store_id, undo.version, self._version, f"reverting to {undo.base_version}")
+        if self._pending:
+            raise StateStoreError(
+                f"store {self.store_id!r}: cannot revert version {undo.version} over uncommitted writes"
+            )
+        batch = WriteBatch(raw_mode=True)
+        for cf, key, value in undo.before:
+            if value is None:
+                batch.delete(key, self._handle(cf))
+            else:
+                batch.put(key, value, self._handle(cf))
+        meta = self._meta_handle
+        batch.put(_VERSION_KEY, _U64.pack(undo.base_version), meta)
+        if undo.base_lineage is not None:
+            batch.put(_LINEAGE_KEY, undo.base_lineage, meta)
+        else:
+            batch.delete(_LINEAGE_KEY, meta)
+        for cf, count in undo.counts.items():
+            if count is None:
+                batch.delete(_count_key(cf), meta)
+            else:
+                batch.put(_count_key(cf), _U64.pack(count), meta)
+        try:
+            self._db.write(batch, self._write_options)
+        except Exception as exc:
+            self._write_failed = True
+            raise StoreWriteError(
+                f"store {self.store_id!r} at {self.path}: reverting version {undo.version} failed, "
+                f"store stays at version {self._version}: {exc}"
+            ) from exc
+        self._version = undo.base_version
+        self._lineage = undo.base_lineage
+        for cf, count in undo.counts.items():
+            if count is None:
+                self._counts.pop(cf, None)
+            else:
+                self._counts[cf] = count
 
     def _write(self, increment: Increment) -> None:
         """Write an increment's records, version and counts in one atomic batch and adopt them."""

@@ -119,14 +119,44 @@ def test_q1_aggregation_fails_over_to_replicas_between_batches_and_before_a_comm
             assert not faults.exists(), "the fault point was not reached"
             assert set(executor_pids()) != executors_before, "no executor was killed"
             # Partition 0's retry loads from a replica or a peer. Spark may also run again partitions the killed
-            # executor had committed in that batch (it resubmits the stage of a lost executor): their replicas hold
-            # the version the re-run writes again, past the one it loads, and a replica cannot go back, so those
-            # loads come from the checkpoint location; nothing else may.
+            # executor had committed in that batch (it resubmits the stage of a lost executor): their replicas may
+            # hold the version the re-run writes again, and serve the one before by their undo records. None
+            # loads from the checkpoint location.
             loads = [line for line in checkpoint_load_lines(spark) if line not in loads_before]
-            assert not [line for line in loads if "loaded 0/0/default" in line], loads
-            assert all(", past " in line or "at or below that version" in line for line in loads), loads
+            assert not loads, loads
             query.feed(2)
             query.wait_processed()
+        finally:
+            query.stop()
+        assert_same_batches(query.results(), reference_outputs(query, tmp_path / "reference"))
+
+
+def test_a_batch_rerun_after_an_executor_kill_loads_from_a_replica_of_the_version_before(tmp_path: Path) -> None:
+    """Sync mode (a commit waits for a replica's ack): partition 0's executor dies right after its replica
+    acked version v, before Spark heard of the commit. Spark runs the task again, and it loads v-1: from the replica's undo
+    record (its node's own copy or a peer's), not from the checkpoint location; the results stay exact."""
+    faults = tmp_path / "fault"
+    with replica_cluster(
+        tmp_path, 1, "failover-rerun", spark_conf=SPARK_CONF, peer_fetch="always", faults_file=str(faults), sync=True
+    ) as spark:
+        query = RecordedQuery(spark, tmp_path / "agg", EVENTS, aggregation, "update", keyed_rows(3000, 2000))
+        try:
+            address = warm(spark, [query], 1)
+            executors_before = set(executor_pids())
+            loads_before = set(checkpoint_load_lines(spark))
+            rerun = query.last_batch_id() + 1
+            faults.write_text("acked kill 0")
+            query.feed(1)
+            query.wait_processed(180)
+            assert not faults.exists(), "the fault point was not reached"
+            assert set(executor_pids()) != executors_before, "no executor was killed"
+            loads = [line for line in checkpoint_load_lines(spark) if line not in loads_before]
+            assert not loads, loads
+            sources = load_sources(query.progress_of(rerun))
+            assert sources["checkpoint"] == 0 and sources["replica"] + sources["peer"] >= 1, sources
+            query.feed(2)
+            query.wait_processed()
+            wait_converged(address, query, 1, 90)
         finally:
             query.stop()
         assert_same_batches(query.results(), reference_outputs(query, tmp_path / "reference"))

@@ -9,9 +9,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from test_node_harness import Cluster, Primary, replica_digest, running_cluster, wait_until
+from test_node_harness import Cluster, Primary, _digest_pairs, replica_digest, running_cluster, wait_until
 
+from statestore.node.bootstrap import receive_snapshot
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
+from statestore.store import VersionedStore
+
+_digest = _digest_pairs
 
 REPLICAS = ("node-b", "node-c")
 
@@ -147,5 +151,49 @@ def test_replica_that_cannot_read_the_checkpoint_location_rebuilds_from_the_prim
         assert replica_digest(cluster.data_dir("node-c"), primary.ref.store_id) == (6, primary.digest())
         rewound = cluster.processes["node-c"].log().split('"event": "history_rewound"')[-1].splitlines()[0]
         assert '"source": "primary_snapshot"' in rewound and '"held": 6' in rewound
+    finally:
+        primary.close()
+
+
+def test_a_replica_one_version_past_serves_the_version_before_and_rewinds_by_its_undo_record(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Spark re-runs batch 5 after its executor died: the replicas applied version 5 already. The re-run's
+    # load of version 4 gets a copy of a replica taken back by its undo record (the replica itself stays at 5),
+    # and the re-run's commit of 5 (other bytes) takes the replicas back the same way, without reading the
+    # checkpoint location.
+    primary = Primary(tmp_path, "5/4/default", cluster.addresses["node-a"])
+    store_id = primary.ref.store_id
+    try:
+        for _ in range(5):
+            primary.ship(_commit(primary, 0, "old"), sync=True)
+        for node in REPLICAS:
+            wait_until(lambda node=node: cluster.held(node, store_id) == 5, what=f"{node} at old 5")
+        primary.roll_back(4)
+        request = replication_pb2.BootstrapRequest(store=primary.ref, replica_only=True, at_most=4)
+        with grpc.insecure_channel(cluster.addresses["node-b"]) as channel:
+            chunks = replication_pb2_grpc.ReplicationStub(channel).Bootstrap(request, timeout=15)
+            manifest = receive_snapshot(chunks, tmp_path / "copy", "node-b's replica")
+        assert manifest.version == 4
+        with VersionedStore.open(tmp_path / "copy", store_id) as copy:
+            assert (copy.version, copy.lineage) == (4, primary.store.lineage)
+            assert {cf: _digest(copy.items(cf)) for cf in copy.column_families()} == primary.digest()
+        assert cluster.held("node-b", store_id) == 5
+
+        # Two versions back is past the undo record: refused with the reason, nothing written.
+        request = replication_pb2.BootstrapRequest(store=primary.ref, replica_only=True, at_most=3)
+        with grpc.insecure_channel(cluster.addresses["node-b"]) as channel, pytest.raises(grpc.RpcError) as refused:
+            list(replication_pb2_grpc.ReplicationStub(channel).Bootstrap(request, timeout=15))
+        assert refused.value.code() == grpc.StatusCode.NOT_FOUND and "past 3" in refused.value.details()
+
+        primary.ship(_commit(primary, 3, "new"), sync=True, rewrites_history=True)
+        for node in REPLICAS:
+            wait_until(lambda node=node: cluster.held(node, store_id) == 5, what=f"{node} at new 5")
+            wait_until(
+                lambda node=node: replica_digest(cluster.data_dir(node), store_id) == (5, primary.digest()),
+                what=f"{node} equal to the new history",
+            )
+            rewound = cluster.processes[node].log().split('"event": "history_rewound"')[-1].splitlines()[0]
+            assert '"source": "undo_record"' in rewound and f'"store": "{store_id}"' in rewound, rewound
     finally:
         primary.close()

@@ -106,7 +106,7 @@ class Materializer:
             return holders
         why = []
         for holder in holders:
-            answer = self._fetch(store, holder, target, deadline)
+            answer = self._fetch(store, holder, version, target, deadline)
             if isinstance(answer, Materialized):
                 return answer
             why.append(f"{holder.node.node_id}: {answer}")
@@ -121,12 +121,16 @@ class Materializer:
                 reply = control_pb2_grpc.ControlStub(channel).Locate(store, timeout=_left(deadline))
         except grpc.RpcError as exc:
             return f"the controller did not locate a peer: {exc.code().name}"
-        return [
-            h for h in reply.holders if h.node.node_id != self._settings.identity and 0 < h.version <= version
-        ] or "no peer holds a replica at or below that version"
+        # At `version` or below, freshest first; then one version past it (its undo record takes it back, for a
+        # batch Spark re-runs), before an older copy that would leave more increments to replay.
+        usable = [
+            h for h in reply.holders if h.node.node_id != self._settings.identity and 0 < h.version <= version + 1
+        ]
+        usable.sort(key=lambda h: (h.version != version, h.version > version, -h.version))
+        return usable or "no peer holds a replica at or near that version"
 
     def _fetch(
-        self, store: common_pb2.StoreRef, holder: control_pb2.Holder, target: Path, deadline: float
+        self, store: common_pb2.StoreRef, holder: control_pb2.Holder, version: int, target: Path, deadline: float
     ) -> Materialized | str:
         """Stream the holder's replica into a staging directory beside `target`, then move it there."""
         staging = target.parent / f".{target.name}.peer-{uuid.uuid4().hex[:8]}.tmp"
@@ -135,6 +139,7 @@ class Materializer:
             bytes_per_second=self._settings.peer_fetch_bytes_per_second or _UNTHROTTLED,
             chunk_bytes=1 << 20,
             replica_only=True,
+            at_most=version,
         )
         source = f"replica of {store.store_id} on {holder.node.node_id}"
         try:
@@ -142,9 +147,11 @@ class Materializer:
                 chunks = replication_pb2_grpc.ReplicationStub(channel).Bootstrap(request, timeout=_left(deadline))
                 manifest = receive_snapshot(chunks, staging, source)
             with VersionedStore.open(staging, store.store_id, self._settings.store_options(store.store_id)) as copy:
-                version, lineage = copy.version, copy.lineage
-            if version != manifest.version or lineage is None:
-                raise StateStoreError(f"{source}: holds version {version}, manifest says {manifest.version}")
+                got, lineage = copy.version, copy.lineage
+            if got != manifest.version or lineage is None or got > version:
+                raise StateStoreError(
+                    f"{source}: holds version {got}, manifest says {manifest.version}, asked {version}"
+                )
             if deadline - time.monotonic() < _RENAME_MARGIN_SECONDS:
                 raise StateStoreError(f"{source}: arrived too late for the provider's deadline")
             os.rename(staging, target)
@@ -154,7 +161,7 @@ class Materializer:
         except (StateStoreError, OSError) as exc:
             shutil.rmtree(staging, ignore_errors=True)
             return str(exc)
-        return Materialized(MATERIALIZED_OK, version, lineage, SOURCE_PEER, f"from {holder.node.node_id}")
+        return Materialized(MATERIALIZED_OK, got, lineage, SOURCE_PEER, f"from {holder.node.node_id}")
 
     @staticmethod
     def _logged(store: common_pb2.StoreRef, request: Materialize, answer: Materialized, started: float) -> Materialized:

@@ -44,7 +44,7 @@ from statestore.node.increment_log import increment_checksum
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
 from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
-from statestore.store import VersionedStore
+from statestore.store import UndoRecord, VersionedStore
 
 _log = logging.getLogger("statestore.node.replica")
 _DB_DIR = "db"
@@ -101,6 +101,9 @@ class Replica:
         self._size = 0
         self._size_measured_at = -_SIZE_REFRESH_SECONDS
         self._retired = False
+        # How to take the store back one version (the last increment applied): a batch Spark re-runs after its
+        # executor died loads the version before the one this replica already applied.
+        self._undo: UndoRecord | None = None
 
     @property
     def store_id(self) -> str:
@@ -206,7 +209,9 @@ class Replica:
         return known is not None and known != checksum
 
     def _apply(self, increment: Increment, checksum: int) -> None:
+        undo = self._store.undo_record(increment) if increment.base_version == self._store.version else None
         if self._store.apply(increment):
+            self._undo = undo
             self._fingerprints.pop(increment.version, None)
             self._fingerprints[increment.version] = checksum
             while len(self._fingerprints) > _FINGERPRINTS:
@@ -284,6 +289,19 @@ class Replica:
         self._buffer_bytes.clear()
         for version in [v for v in self._fingerprints if v > target]:
             del self._fingerprints[version]
+        if self._revert_one(target):
+            log_event(
+                _log,
+                "history_rewound",
+                logging.WARNING,
+                store=self.store_id,
+                reason=reason,
+                held=held,
+                target=target,
+                version=self.version,
+                source="undo_record",
+            )
+            return
         restored = self._restore_from_checkpoint_location(target)
         self._replace_store(restored)
         source = "checkpoint_location" if restored is not None else "none"
@@ -305,6 +323,19 @@ class Replica:
             source=source,
         )
 
+    def _revert_one(self, target: int) -> bool:
+        """Take the store back to `target` with the undo record of the version it holds, if that is one version
+        above `target`; False (the store unchanged) otherwise."""
+        undo, self._undo = self._undo, None
+        if undo is None or undo.version != self.version or undo.base_version != target or target <= 0:
+            return False
+        try:
+            self._store.revert(undo)
+        except StateStoreError as exc:
+            log_event(_log, "revert_failed", logging.WARNING, store=self.store_id, version=undo.version, error=str(exc))
+            return False
+        return True
+
     def _restore_from_checkpoint_location(self, version: int) -> Path | None:
         """A directory holding the store restored at `version` from the checkpoint location, or None."""
         if not self.ref.checkpoint_dir:
@@ -323,6 +354,7 @@ class Replica:
 
     def _replace_store(self, directory: Path | None) -> None:
         """Swap the store for the one in `directory` (renamed into place), or an empty one if None."""
+        self._undo = None
         self._store.close()
         shutil.rmtree(self.directory / _DB_DIR, ignore_errors=True)
         if directory is not None:
@@ -392,10 +424,13 @@ class Replica:
     def checkpoint_into(self, target: Path, at_most: int) -> tuple[int, bytes] | str:
         """A RocksDB checkpoint of this replica (hard links where the file system allows) written to `target`,
         if it holds `at_most` or an older version of a known lineage: returns (version, lineage); else why not.
-        Under the replica's lock, so no increment is applied meanwhile."""
+        A replica one version past `at_most` (Spark re-runs the batch it applied) writes its checkpoint taken
+        back by its undo record. Under the replica's lock, so no increment is applied meanwhile."""
         with self._lock:
             if self._retired:
                 return "the replica was dropped"
+            if self.version == at_most + 1 and at_most > 0:
+                return self._checkpoint_before_last(target)
             if self.version > at_most:
                 return f"the replica holds version {self.version}, past {at_most}"
             if self.lineage is None:
@@ -404,6 +439,23 @@ class Replica:
                 return "the replica is empty"
             self._store.checkpoint(target)
             return self.version, self.lineage
+
+    def _checkpoint_before_last(self, target: Path) -> tuple[int, bytes] | str:
+        """A checkpoint of the version before the one held, written to `target` (the checkpoint taken back by
+        the undo record there: the replica itself stays), or why not."""
+        undo = self._undo
+        if undo is None or undo.version != self.version:
+            return f"the replica holds version {self.version}, past {self.version - 1}, and has no undo record of it"
+        if undo.base_lineage is None:
+            return f"the lineage of the replica's version {undo.base_version} is not known"
+        self._store.checkpoint(target)
+        try:
+            with VersionedStore.open(target, self.store_id, self._settings.store_options(self.store_id)) as copy:
+                copy.revert(undo)
+        except StateStoreError as exc:
+            shutil.rmtree(target, ignore_errors=True)
+            return f"taking the replica's copy back to version {undo.base_version} failed: {exc}"
+        return undo.base_version, undo.base_lineage
 
     def locked(self) -> threading.RLock:
         """The replica's lock: hold it to read `store` while no increment is applied."""

@@ -178,8 +178,14 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
                 with replica.locked():
                     if replica.retired:
                         context.abort(grpc.StatusCode.NOT_FOUND, f"the replica of {store.store_id} was dropped")
-                    replica.store.checkpoint(snapshot_dir)
-                    version = replica.version
+                    if request.at_most > 0 and replica.version > request.at_most:
+                        held = replica.checkpoint_into(snapshot_dir, request.at_most)
+                        if isinstance(held, str):
+                            context.abort(grpc.StatusCode.NOT_FOUND, f"{self._settings.identity}: {held}")
+                        version = held[0]
+                    else:
+                        replica.store.checkpoint(snapshot_dir)
+                        version = replica.version
                 manifest = manifest_of(snapshot_dir, store.store_id, version)
                 log_event(
                     _log,

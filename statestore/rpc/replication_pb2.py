@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from statestore.rpc import common_pb2 as statestore_dot_rpc_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n statestore/rpc/replication.proto\x12\x0estatestore.rpc\x1a\x1bstatestore/rpc/common.proto\"$\n\rReleaseResult\x12\x13\n\x0bwas_primary\x18\x01 \x01(\x08\"X\n\x0bShipRequest\x12\x30\n\tincrement\x18\x01 \x01(\x0b\x32\x1d.statestore.rpc.IncrementBlob\x12\x17\n\x0fprimary_address\x18\x02 \x01(\t\"\x96\x01\n\x07ShipAck\x12)\n\x04held\x18\x01 \x01(\x0b\x32\x1b.statestore.rpc.VersionHeld\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.statestore.rpc.AckStatus\x12\x14\n\x0creplica_node\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x05 \x01(\t\"`\n\x0bPullRequest\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x14\n\x0c\x66rom_version\x18\x02 \x01(\x03\x12\x12\n\nto_version\x18\x03 \x01(\x03\"\x80\x01\n\x10\x42ootstrapRequest\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x18\n\x10\x62ytes_per_second\x18\x02 \x01(\x03\x12\x13\n\x0b\x63hunk_bytes\x18\x03 \x01(\x05\x12\x14\n\x0creplica_only\x18\x04 \x01(\x08\"=\n\x10SnapshotFileInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\r\n\x05\x63rc32\x18\x03 \x01(\r\"x\n\rSnapshotStart\x12\x10\n\x08store_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x13\n\x0btotal_bytes\x18\x03 \x01(\x03\x12/\n\x05\x66iles\x18\x04 \x03(\x0b\x32 .statestore.rpc.SnapshotFileInfo\"7\n\tFileChunk\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"r\n\rSnapshotChunk\x12.\n\x05start\x18\x01 \x01(\x0b\x32\x1d.statestore.rpc.SnapshotStartH\x00\x12)\n\x04\x66ile\x18\x02 \x01(\x0b\x32\x19.statestore.rpc.FileChunkH\x00\x42\x06\n\x04part\"k\n\x0bShipCommand\x12\x30\n\tincrement\x18\x01 \x01(\x0b\x32\x1d.statestore.rpc.IncrementBlob\x12\x0c\n\x04sync\x18\x02 \x01(\x08\x12\x1c\n\x14sync_timeout_seconds\x18\x03 \x01(\x01\"4\n\nReplicaAck\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x15\n\racked_version\x18\x02 \x01(\x03\"k\n\nShipResult\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12,\n\x08replicas\x18\x02 \x03(\x0b\x32\x1a.statestore.rpc.ReplicaAck\x12\x0e\n\x06synced\x18\x03 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t*\x87\x01\n\tAckStatus\x12\x1a\n\x16\x41\x43K_STATUS_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x41\x43K_APPLIED\x10\x01\x12\x11\n\rACK_DUPLICATE\x10\x02\x12\x10\n\x0c\x41\x43K_BUFFERED\x10\x03\x12\x18\n\x14\x41\x43K_REJECTED_CORRUPT\x10\x04\x12\x0e\n\nACK_FAILED\x10\x05\x32\xe5\x01\n\x0bReplication\x12@\n\x04Ship\x12\x1b.statestore.rpc.ShipRequest\x1a\x17.statestore.rpc.ShipAck(\x01\x30\x01\x12\x44\n\x04Pull\x12\x1b.statestore.rpc.PullRequest\x1a\x1d.statestore.rpc.IncrementBlob0\x01\x12N\n\tBootstrap\x12 .statestore.rpc.BootstrapRequest\x1a\x1d.statestore.rpc.SnapshotChunk0\x01\x32\x8e\x01\n\x07Primary\x12?\n\x04Ship\x12\x1b.statestore.rpc.ShipCommand\x1a\x1a.statestore.rpc.ShipResult\x12\x42\n\x07Release\x12\x18.statestore.rpc.StoreRef\x1a\x1d.statestore.rpc.ReleaseResultb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n statestore/rpc/replication.proto\x12\x0estatestore.rpc\x1a\x1bstatestore/rpc/common.proto\"$\n\rReleaseResult\x12\x13\n\x0bwas_primary\x18\x01 \x01(\x08\"X\n\x0bShipRequest\x12\x30\n\tincrement\x18\x01 \x01(\x0b\x32\x1d.statestore.rpc.IncrementBlob\x12\x17\n\x0fprimary_address\x18\x02 \x01(\t\"\x96\x01\n\x07ShipAck\x12)\n\x04held\x18\x01 \x01(\x0b\x32\x1b.statestore.rpc.VersionHeld\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.statestore.rpc.AckStatus\x12\x14\n\x0creplica_node\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x05 \x01(\t\"`\n\x0bPullRequest\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x14\n\x0c\x66rom_version\x18\x02 \x01(\x03\x12\x12\n\nto_version\x18\x03 \x01(\x03\"\x91\x01\n\x10\x42ootstrapRequest\x12\'\n\x05store\x18\x01 \x01(\x0b\x32\x18.statestore.rpc.StoreRef\x12\x18\n\x10\x62ytes_per_second\x18\x02 \x01(\x03\x12\x13\n\x0b\x63hunk_bytes\x18\x03 \x01(\x05\x12\x14\n\x0creplica_only\x18\x04 \x01(\x08\x12\x0f\n\x07\x61t_most\x18\x05 \x01(\x03\"=\n\x10SnapshotFileInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\r\n\x05\x63rc32\x18\x03 \x01(\r\"x\n\rSnapshotStart\x12\x10\n\x08store_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x13\n\x0btotal_bytes\x18\x03 \x01(\x03\x12/\n\x05\x66iles\x18\x04 \x03(\x0b\x32 .statestore.rpc.SnapshotFileInfo\"7\n\tFileChunk\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"r\n\rSnapshotChunk\x12.\n\x05start\x18\x01 \x01(\x0b\x32\x1d.statestore.rpc.SnapshotStartH\x00\x12)\n\x04\x66ile\x18\x02 \x01(\x0b\x32\x19.statestore.rpc.FileChunkH\x00\x42\x06\n\x04part\"k\n\x0bShipCommand\x12\x30\n\tincrement\x18\x01 \x01(\x0b\x32\x1d.statestore.rpc.IncrementBlob\x12\x0c\n\x04sync\x18\x02 \x01(\x08\x12\x1c\n\x14sync_timeout_seconds\x18\x03 \x01(\x01\"4\n\nReplicaAck\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x15\n\racked_version\x18\x02 \x01(\x03\"k\n\nShipResult\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12,\n\x08replicas\x18\x02 \x03(\x0b\x32\x1a.statestore.rpc.ReplicaAck\x12\x0e\n\x06synced\x18\x03 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t*\x87\x01\n\tAckStatus\x12\x1a\n\x16\x41\x43K_STATUS_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x41\x43K_APPLIED\x10\x01\x12\x11\n\rACK_DUPLICATE\x10\x02\x12\x10\n\x0c\x41\x43K_BUFFERED\x10\x03\x12\x18\n\x14\x41\x43K_REJECTED_CORRUPT\x10\x04\x12\x0e\n\nACK_FAILED\x10\x05\x32\xe5\x01\n\x0bReplication\x12@\n\x04Ship\x12\x1b.statestore.rpc.ShipRequest\x1a\x17.statestore.rpc.ShipAck(\x01\x30\x01\x12\x44\n\x04Pull\x12\x1b.statestore.rpc.PullRequest\x1a\x1d.statestore.rpc.IncrementBlob0\x01\x12N\n\tBootstrap\x12 .statestore.rpc.BootstrapRequest\x1a\x1d.statestore.rpc.SnapshotChunk0\x01\x32\x8e\x01\n\x07Primary\x12?\n\x04Ship\x12\x1b.statestore.rpc.ShipCommand\x1a\x1a.statestore.rpc.ShipResult\x12\x42\n\x07Release\x12\x18.statestore.rpc.StoreRef\x1a\x1d.statestore.rpc.ReleaseResultb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'statestore.rpc.replication_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ACKSTATUS']._serialized_start=1222
-  _globals['_ACKSTATUS']._serialized_end=1357
+  _globals['_ACKSTATUS']._serialized_start=1239
+  _globals['_ACKSTATUS']._serialized_end=1374
   _globals['_RELEASERESULT']._serialized_start=81
   _globals['_RELEASERESULT']._serialized_end=117
   _globals['_SHIPREQUEST']._serialized_start=119
@@ -43,23 +43,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PULLREQUEST']._serialized_start=362
   _globals['_PULLREQUEST']._serialized_end=458
   _globals['_BOOTSTRAPREQUEST']._serialized_start=461
-  _globals['_BOOTSTRAPREQUEST']._serialized_end=589
-  _globals['_SNAPSHOTFILEINFO']._serialized_start=591
-  _globals['_SNAPSHOTFILEINFO']._serialized_end=652
-  _globals['_SNAPSHOTSTART']._serialized_start=654
-  _globals['_SNAPSHOTSTART']._serialized_end=774
-  _globals['_FILECHUNK']._serialized_start=776
-  _globals['_FILECHUNK']._serialized_end=831
-  _globals['_SNAPSHOTCHUNK']._serialized_start=833
-  _globals['_SNAPSHOTCHUNK']._serialized_end=947
-  _globals['_SHIPCOMMAND']._serialized_start=949
-  _globals['_SHIPCOMMAND']._serialized_end=1056
-  _globals['_REPLICAACK']._serialized_start=1058
-  _globals['_REPLICAACK']._serialized_end=1110
-  _globals['_SHIPRESULT']._serialized_start=1112
-  _globals['_SHIPRESULT']._serialized_end=1219
-  _globals['_REPLICATION']._serialized_start=1360
-  _globals['_REPLICATION']._serialized_end=1589
-  _globals['_PRIMARY']._serialized_start=1592
-  _globals['_PRIMARY']._serialized_end=1734
+  _globals['_BOOTSTRAPREQUEST']._serialized_end=606
+  _globals['_SNAPSHOTFILEINFO']._serialized_start=608
+  _globals['_SNAPSHOTFILEINFO']._serialized_end=669
+  _globals['_SNAPSHOTSTART']._serialized_start=671
+  _globals['_SNAPSHOTSTART']._serialized_end=791
+  _globals['_FILECHUNK']._serialized_start=793
+  _globals['_FILECHUNK']._serialized_end=848
+  _globals['_SNAPSHOTCHUNK']._serialized_start=850
+  _globals['_SNAPSHOTCHUNK']._serialized_end=964
+  _globals['_SHIPCOMMAND']._serialized_start=966
+  _globals['_SHIPCOMMAND']._serialized_end=1073
+  _globals['_REPLICAACK']._serialized_start=1075
+  _globals['_REPLICAACK']._serialized_end=1127
+  _globals['_SHIPRESULT']._serialized_start=1129
+  _globals['_SHIPRESULT']._serialized_end=1236
+  _globals['_REPLICATION']._serialized_start=1377
+  _globals['_REPLICATION']._serialized_end=1606
+  _globals['_PRIMARY']._serialized_start=1609
+  _globals['_PRIMARY']._serialized_end=1751
 # @@protoc_insertion_point(module_scope)

@@ -62,16 +62,18 @@ class PullRequest(_message.Message):
     def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., from_version: _Optional[int] = ..., to_version: _Optional[int] = ...) -> None: ...
 
 class BootstrapRequest(_message.Message):
-    __slots__ = ("store", "bytes_per_second", "chunk_bytes", "replica_only")
+    __slots__ = ("store", "bytes_per_second", "chunk_bytes", "replica_only", "at_most")
     STORE_FIELD_NUMBER: _ClassVar[int]
     BYTES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
     CHUNK_BYTES_FIELD_NUMBER: _ClassVar[int]
     REPLICA_ONLY_FIELD_NUMBER: _ClassVar[int]
+    AT_MOST_FIELD_NUMBER: _ClassVar[int]
     store: _common_pb2.StoreRef
     bytes_per_second: int
     chunk_bytes: int
     replica_only: bool
-    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., bytes_per_second: _Optional[int] = ..., chunk_bytes: _Optional[int] = ..., replica_only: _Optional[bool] = ...) -> None: ...
+    at_most: int
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., bytes_per_second: _Optional[int] = ..., chunk_bytes: _Optional[int] = ..., replica_only: _Optional[bool] = ..., at_most: _Optional[int] = ...) -> None: ...
 
 class SnapshotFileInfo(_message.Message):
     __slots__ = ("name", "size", "crc32")

@@ -27,7 +27,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Points: {@code load} (a writable load is done, before the batch's writes), {@code commit} (the batch wrote
  * everything, nothing of its commit is done yet), {@code committed} (the increment is durable and queued for the
- * node, maybe not sent yet; Spark has not heard of the commit), {@code last-increment} (a load from the state
+ * node, maybe not sent yet; Spark has not heard of the commit), {@code acked} (sync replication only: a replica
+ * acked the increment; Spark has not heard of the commit), {@code last-increment} (a load from the state
  * node's copy at {@code v-1} is about to read increment {@code v} from the checkpoint location: with partial
  * merge on the background thread of {@link PendingIncrement}, the task's batch writing meanwhile; without, in the
  * load itself. {@code delay} there stands for an increment still in flight from the previous primary),

@@ -529,6 +529,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     if (committed.synced() != null) {
       LocalChannel.awaitSync(committed.synced(), storeIdString, committed.version());
       committed.report().run(); // the LOAD report follows its version's COMMITTED, as the node expects
+      Faults.at(settings.faultsFile, "acked", storeId.partitionId(), storeIdString);
     }
     return committed.version();
   }
