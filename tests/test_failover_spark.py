@@ -133,8 +133,9 @@ def test_q1_aggregation_fails_over_to_replicas_between_batches_and_before_a_comm
 
 def test_a_batch_rerun_after_an_executor_kill_loads_from_a_replica_of_the_version_before(tmp_path: Path) -> None:
     """Sync mode (a commit waits for a replica's ack): partition 0's executor dies right after its replica
-    acked version v, before Spark heard of the commit. Spark runs the task again, and it loads v-1: from the replica's undo
-    record (its node's own copy or a peer's), not from the checkpoint location; the results stay exact."""
+    acked version v, before Spark heard of the commit. Spark runs the task again, and it loads v-1: from the
+    replica's undo record (its node's own copy or a peer's), not from the checkpoint location; the results stay
+    exact."""
     faults = tmp_path / "fault"
     with replica_cluster(
         tmp_path, 1, "failover-rerun", spark_conf=SPARK_CONF, peer_fetch="always", faults_file=str(faults), sync=True

@@ -50,36 +50,40 @@ def _contents(store: VersionedStore) -> dict:
 @given(first=writes, second=writes)
 def test_revert_restores_exactly_the_version_before(first: list, second: list) -> None:
     with tempfile.TemporaryDirectory() as root:
-        with VersionedStore.open(Path(root) / "primary", STORE_ID) as primary:
-            with VersionedStore.open(Path(root) / "replica", STORE_ID) as replica:
-                _write(primary, first)
-                replica.apply(primary.commit())
-                before = _contents(replica)
-                _write(primary, second)
-                increment = primary.commit()
-                undo = replica.undo_record(increment)
-                assert undo is not None
-                replica.apply(increment)
-                assert _contents(replica) == _contents(primary)
-                replica.revert(undo)
-                assert _contents(replica) == before
-            # The reverted state is what a reopened store reads (it was written, not only remembered).
-            with VersionedStore.open(Path(root) / "replica", STORE_ID) as reopened:
-                assert _contents(reopened) == before
+        with (
+            VersionedStore.open(Path(root) / "primary", STORE_ID) as primary,
+            VersionedStore.open(Path(root) / "replica", STORE_ID) as replica,
+        ):
+            _write(primary, first)
+            replica.apply(primary.commit())
+            before = _contents(replica)
+            _write(primary, second)
+            increment = primary.commit()
+            undo = replica.undo_record(increment)
+            assert undo is not None
+            replica.apply(increment)
+            assert _contents(replica) == _contents(primary)
+            replica.revert(undo)
+            assert _contents(replica) == before
+        # The reverted state is what a reopened store reads (it was written, not only remembered).
+        with VersionedStore.open(Path(root) / "replica", STORE_ID) as reopened:
+            assert _contents(reopened) == before
 
 
 def test_a_record_of_another_version_is_refused(tmp_path: Path) -> None:
-    with VersionedStore.open(tmp_path / "primary", STORE_ID) as primary:
-        with VersionedStore.open(tmp_path / "replica", STORE_ID) as replica:
-            primary.put(b"k", b"1")
-            first = primary.commit()
-            undo = replica.undo_record(first)
-            replica.apply(first)
-            primary.put(b"k", b"2")
-            replica.apply(primary.commit())
-            with pytest.raises(VersionMismatchError):
-                replica.revert(undo)
-            assert replica.version == 2 and replica.get(b"k") == b"2"
+    with (
+        VersionedStore.open(tmp_path / "primary", STORE_ID) as primary,
+        VersionedStore.open(tmp_path / "replica", STORE_ID) as replica,
+    ):
+        primary.put(b"k", b"1")
+        first = primary.commit()
+        undo = replica.undo_record(first)
+        replica.apply(first)
+        primary.put(b"k", b"2")
+        replica.apply(primary.commit())
+        with pytest.raises(VersionMismatchError):
+            replica.revert(undo)
+        assert replica.version == 2 and replica.get(b"k") == b"2"
 
 
 def test_an_increment_that_drops_a_column_family_has_no_undo_record(tmp_path: Path) -> None:
