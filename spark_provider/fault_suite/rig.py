@@ -25,6 +25,7 @@ from typing import Any
 from spark_provider import local_cluster
 from spark_provider.fault_suite.suite_query import SuiteQuery
 from statestore import auth
+from statestore.controller.client import ControlClient
 from statestore.rpc import control_pb2, control_pb2_grpc
 from statestore.waiting import wait_for
 
@@ -123,6 +124,8 @@ class Rig:
     pause_seconds: float = 6.0
     _stopped_since: dict[int, float] = field(default_factory=dict)
     _mounts: list[Path] = field(default_factory=list)
+    # Operations (move, drain, rebalance) the current scenario started: the suite judges how each ended.
+    operations: list[int] = field(default_factory=list)
 
     @property
     def proxy(self) -> ControllerLink:
@@ -151,6 +154,7 @@ class Rig:
         staging.replace(path)
 
     def disarm(self) -> None:
+        self.operations.clear()
         with contextlib.suppress(FileNotFoundError):
             self.faults_file.unlink()
 
@@ -193,6 +197,63 @@ class Rig:
 
     def alive_nodes(self) -> set[str]:
         return {n.node.node_id for n in self.status().nodes if n.alive}
+
+    # ------------------------------------------------------------------ operations
+    def move(self, query: SuiteQuery, partition: int, executor: str, strategy: str = "batched") -> int:
+        """Start moving `query`'s task partition `partition` to `executor` (not waited for); its operation id."""
+        with ControlClient(self.controller) as client:
+            status = client.move({str(partition): executor}, strategy, str(query.checkpoint))
+        self.operations.append(status.operation_id)
+        return status.operation_id
+
+    def operation(self, operation_id: int) -> control_pb2.OperationStatus:
+        with ControlClient(self.controller) as client:
+            return client.operation(operation_id)
+
+    def wait_step(self, operation_id: int, steps: tuple[str, ...], timeout: float = 60.0) -> str:
+        """Wait until a move of the operation is at one of `steps` (or past them all: done); the step reached.
+        Raises LookupError when the operation ended (failed) first, with its reasons."""
+        reached: list[str] = []
+
+        def at_step() -> bool:
+            status = self.operation(operation_id)
+            found = [m.step for m in status.moves if m.step in steps]
+            if found:
+                reached.append(found[0])
+                return True
+            if status.state == "failed":
+                raise LookupError(f"operation {operation_id} failed before {steps}: {status.error}")
+            if status.state == "done":
+                reached.append("done")
+                return True
+            return False
+
+        wait_for(at_step, timeout, f"operation {operation_id} at step {' or '.join(steps)}", interval=0.05)
+        return reached[0]
+
+    def target_for(self, query: SuiteQuery, partition: int) -> str:
+        """A live executor to move `query`'s partition to: one not its primary, holding no replica of it if any
+        such (the move then warms a copy up), else any other."""
+        primary = self.primary_of(query, partition)
+        holders = set(self.replica_holders(query, partition))
+        alive = sorted(n for n in self.alive_nodes() if n != primary)
+        fresh = [n for n in alive if n not in holders]
+        if not (fresh or alive):
+            raise LookupError(f"no executor to move partition {partition} to (primary {primary}, alive {alive})")
+        return (fresh or alive)[0]
+
+    def executor_log_lines(self, needle: str) -> list[str]:
+        """The executors' log lines containing `needle` (local-cluster executors log under pyspark's work
+        directory; other masters: none)."""
+        import pyspark
+
+        work = Path(pyspark.__file__).parent / "work" / self.spark.sparkContext.applicationId
+        lines = []
+        for log in sorted(work.glob("*/stderr")):
+            with contextlib.suppress(OSError):
+                text = log.read_text(errors="replace")
+                lines += [f"{log.parent.name}: {line}" for line in text.splitlines() if needle in line]
+        return lines
 
     # ------------------------------------------------------------------ processes
     def kill_executor(self, executor_id: str) -> None:

@@ -7,41 +7,23 @@ the provider's `Faults.java`), one shot each; where a point is reached only on a
 `materialize` and `promote`) or a bootstrap (`bootstrap-serve`), the scenario also causes one. Paused processes
 are resumed by the suite after `Rig.pause_seconds`.
 
+Hand-over scenarios (`handover_scenarios.py`) start a move of partition 0 and kill its source or target at one of
+the protocol's steps; sync scenarios run the query with sync replication.
+
 `QUICK` names the representative subset `statestore faults --quick` runs (and CI with it): a kill of an executor
-JVM at a commit, a kill of a state node as it applies an increment, a cut controller link, and two faults at once.
+JVM at a commit, a kill of a state node as it applies an increment, a cut controller link, two faults at once, a
+move's target killed once steered, and (sync mode) an executor killed after its replica acked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
+from spark_provider.fault_suite import handover_scenarios
 from spark_provider.fault_suite.rig import Rig
+from spark_provider.fault_suite.scenario import PARTITION, Inject, Scenario
 from spark_provider.fault_suite.suite_query import SuiteQuery
 
-Inject = Callable[[Rig, SuiteQuery], None]
 # Past the nodes' bootstrap gap (16 versions): a replica lost whole is bootstrapped from a snapshot.
 BOOTSTRAP_WARM_BATCHES = 18
-# Partition 0's task is the one the executor fault points act in (any partition would do: one is enough).
-PARTITION = 0
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """One cell of the matrix. `may_refuse`: a refusal passes when the query stops with an error containing it
-    (a corrupted file must be named, never read as state); empty: only exact results pass."""
-
-    name: str
-    fault: str
-    where: str
-    inject: Inject
-    heal: Callable[[Rig], None] | None = None
-    heal_after: float = 0.0
-    may_refuse: str = ""
-    armed: bool = False  # the scenario arms a fault point: it passes only if the point fired
-    warm_batches: int = 3  # batches before the fault
-    # What shows the fault took effect where no fault point fires (a disk that filled up); None: nothing to show.
-    took_effect: Callable[[Rig], bool] | None = None
 
 
 def _arm(line: str) -> Inject:
@@ -309,6 +291,13 @@ def _matrix() -> list[Scenario]:
     return found
 
 
-MATRIX: list[Scenario] = _matrix()
-QUICK = ("executor-kill-at-commit", "node-kill-at-apply", "controller-link-cut", "executor-and-replica-node")
+MATRIX: list[Scenario] = _matrix() + handover_scenarios.matrix() + handover_scenarios.sync_matrix(_matrix())
+QUICK = (
+    "executor-kill-at-commit",
+    "node-kill-at-apply",
+    "controller-link-cut",
+    "executor-and-replica-node",
+    "handover-kill-target-at-steer",
+    "executor-kill-at-acked-sync",
+)
 BY_NAME = {s.name: s for s in MATRIX}

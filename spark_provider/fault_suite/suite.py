@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spark_provider.fault_suite.handover_scenarios import OPERATION_BOUND_SECONDS, SYNC_BOUND_MS
 from spark_provider.fault_suite.rig import Rig, start_session
-from spark_provider.fault_suite.scenarios import Scenario
+from spark_provider.fault_suite.scenario import Scenario
 from spark_provider.fault_suite.suite_query import SuiteQuery, committed_batches, compare
 from statestore.waiting import wait_for
 
@@ -37,6 +38,8 @@ AFTER_BATCHES = 3
 MAX_AFTER_BATCHES = 15
 BATCH_TIMEOUT = 240.0
 DRIVER_SCENARIO = "driver-kill-and-restart"
+SYNC_KEY = "spark.sql.streaming.stateStore.statestore.sync"
+SLOW_SYNC = "for a replica's ack"
 
 
 @dataclass
@@ -56,6 +59,11 @@ class Result:
     duplicated_updates: int = 0
     detail: str = ""
     seconds: float = 0.0
+    sync: bool = False
+    # Sync mode: the longest wait of a commit for its replica's ack, where one waited 2 s or more (else 0).
+    max_sync_wait_ms: int = 0
+    # The operations the scenario started: how each ended ("done", "failed: <reason>") and its seconds.
+    operations: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -89,9 +97,10 @@ class Suite:
             self.progress(result)
 
     def _run_one(self, rig: Rig, scenario: Scenario) -> Result:
-        result = Result(scenario.name, scenario.fault, scenario.where)
+        result = Result(scenario.name, scenario.fault, scenario.where, sync=scenario.sync)
         started = time.monotonic()
-        query = SuiteQuery(rig.spark, self.root / scenario.name)
+        query = SuiteQuery(rig.spark, self.root / scenario.name, conf={SYNC_KEY: "true"} if scenario.sync else {})
+        slow_syncs_before = set(rig.executor_log_lines(SLOW_SYNC)) if scenario.sync else set()
         try:
             rig.settle()
             query.feed(scenario.warm_batches)
@@ -103,11 +112,22 @@ class Suite:
             warm = len(_with_input(query.query.recentProgress))
             scenario.inject(rig, query)
             error = self._feed_after(rig, scenario, query)
+            operations_ok = self._operations_ended(rig, result)
             query.stop()
             unfired = rig.armed() if scenario.armed else None
             if scenario.took_effect is not None:
                 unfired = not scenario.took_effect(rig)
+            if scenario.sync:
+                lines = set(rig.executor_log_lines(SLOW_SYNC)) - slow_syncs_before
+                waits = [_waited_ms(line) for line in lines]
+                result.max_sync_wait_ms = max(waits, default=0)
             self._judge(result, scenario, query, error, warm, unfired)
+            if result.passed and not operations_ok:
+                result.passed = False
+                result.outcome += " (a move did not end in time, or failed without a reason)"
+            if result.passed and result.max_sync_wait_ms > SYNC_BOUND_MS:
+                result.passed = False
+                result.outcome += f" (a sync commit waited {result.max_sync_wait_ms} ms, past {SYNC_BOUND_MS} ms)"
         except Exception as exc:  # the scenario itself broke: reported as such, the suite goes on
             result.outcome = "suite error"
             result.detail = f"{exc}\n{traceback.format_exc(limit=3)}"
@@ -139,6 +159,32 @@ class Suite:
         finally:
             if timer is not None:
                 timer.join()  # the heal happens before the next scenario whatever happened here
+
+    @staticmethod
+    def _operations_ended(rig: Rig, result: Result) -> bool:
+        """Wait (up to OPERATION_BOUND_SECONDS) for the operations the scenario started to end; record how each
+        ended. True when each ended, and every failure names its reason."""
+        ok = True
+        for operation in rig.operations:
+            try:
+                status = wait_for(
+                    lambda operation=operation: _ended(rig.operation(operation)),
+                    OPERATION_BOUND_SECONDS,
+                    f"operation {operation} to end",
+                )
+            except TimeoutError:
+                status = rig.operation(operation)
+                steps = ", ".join(f"{m.partition.split('@')[0]} {m.step}" for m in status.moves)
+                result.operations.append(f"{status.state} after {status.seconds:.0f} s ({steps})")
+                ok = False
+                continue
+            if status.state == "failed":
+                reasons = [m.error for m in status.moves if m.step == "failed" and m.error] or [status.error]
+                result.operations.append(f"failed after {status.seconds:.0f} s: {'; '.join(r for r in reasons if r)}")
+                ok = ok and all(reasons) and any(reasons)
+            else:
+                result.operations.append(f"{status.state} in {status.seconds:.0f} s")
+        return ok
 
     @staticmethod
     def _pending(rig: Rig, scenario: Scenario) -> bool:
@@ -212,6 +258,17 @@ class Suite:
             result.detail = f"{exc}"
         result.seconds = round(time.monotonic() - started, 1)
         return result
+
+
+def _ended(status: Any) -> Any:
+    """The operation's status once it is neither queued nor running, else None."""
+    return status if status.state not in ("queued", "running") else None
+
+
+def _waited_ms(line: str) -> int:
+    """The wait a provider's slow-sync log line reports (`... waited 10012 ms for a replica's ack`)."""
+    words = line.split(" waited ", 1)[-1].split()
+    return int(words[0]) if words and words[0].isdigit() else 0
 
 
 def _with_input(progress: list[dict]) -> list[dict]:

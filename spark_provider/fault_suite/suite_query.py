@@ -44,6 +44,8 @@ class SuiteQuery:
     fed: int = 0
     query: Any = None
     progress: list[dict] = field(default_factory=list)
+    # SQL confs the query starts with (the session's are set for its start only): sync replication, say.
+    conf: dict[str, str] = field(default_factory=dict)
 
     @property
     def input_dir(self) -> Path:
@@ -81,13 +83,20 @@ class SuiteQuery:
 
         stream = self.spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(self.input_dir))
         aggregated = stream.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
-        self.query = (
-            aggregated.writeStream.outputMode("update")
-            .foreachBatch(record)
-            .option("checkpointLocation", str(self.checkpoint))
-            .trigger(processingTime="0 seconds")
-            .start()
-        )
+        # A streaming query runs on a clone of the session taken at its start: confs set around the start are its own.
+        for key, value in self.conf.items():
+            self.spark.conf.set(key, value)
+        try:
+            self.query = (
+                aggregated.writeStream.outputMode("update")
+                .foreachBatch(record)
+                .option("checkpointLocation", str(self.checkpoint))
+                .trigger(processingTime="0 seconds")
+                .start()
+            )
+        finally:
+            for key in self.conf:
+                self.spark.conf.unset(key)
 
     def failure(self) -> str | None:
         """The query's error, if it stopped on one."""

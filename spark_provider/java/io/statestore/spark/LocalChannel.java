@@ -67,6 +67,8 @@ final class LocalChannel {
   static final long ASYNC_REPLY_TIMEOUT_MS = 30_000;
   /** Bound of a sync commit's wait: the node's own sync timeout (10 s) plus a sidecar start. */
   static final long SYNC_WAIT_MS = 45_000;
+  /** A sync commit that waited this long for its ack is logged with the wait (the fault suite bounds it). */
+  static final long SLOW_SYNC_MS = 2_000;
   /** Longest Unix socket path Linux accepts: {@code sun_path} holds 108 bytes with the terminating NUL. */
   // Linux takes 107 bytes of path, but the JDK refuses to connect to one of 107 ("Unix domain path too long").
   static final int MAX_SOCKET_PATH_BYTES = 106;
@@ -260,6 +262,7 @@ final class LocalChannel {
    * {@link #SYNC_WAIT_MS}; logs when the version was not replicated.
    */
   static void awaitSync(CompletableFuture<ChannelFrames.Reply> answer, String storeId, long version) {
+    long started = System.nanoTime();
     try {
       ChannelFrames.Reply reply = answer.get(SYNC_WAIT_MS, TimeUnit.MILLISECONDS);
       if (reply == null) {
@@ -275,6 +278,12 @@ final class LocalChannel {
       Thread.currentThread().interrupt();
     } catch (java.util.concurrent.ExecutionException e) {
       LOG.warn("statestore: sync commit of {} version {} failed: {}", storeId, version, e.getCause().toString());
+    } finally {
+      long waited = (System.nanoTime() - started) / 1_000_000;
+      if (waited >= SLOW_SYNC_MS) {
+        LOG.warn("statestore: sync commit of {} version {} waited {} ms for a replica's ack", storeId, version,
+            waited);
+      }
     }
   }
 
