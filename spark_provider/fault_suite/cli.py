@@ -28,7 +28,28 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--only", nargs="*", metavar="SCENARIO", help="run these scenarios only")
     faults.add_argument("--work-dir", type=Path, help="where the queries live (default: a new temporary directory)")
     faults.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    faults.add_argument(
+        "--schedule",
+        choices=("random",),
+        help="instead of the matrix: seeded random schedules of operator commands and faults, one query each",
+    )
+    faults.add_argument("--seeds", type=_positive, default=20, metavar="N", help="schedules to run (default: 20)")
+    faults.add_argument("--first-seed", type=int, default=1, metavar="N", help="the first seed (default: 1)")
+    faults.add_argument("--events", type=_positive, default=8, metavar="K", help="events per schedule (default: 8)")
+    faults.add_argument(
+        "--replay", type=Path, metavar="FILE", help="run the schedule a failing seed wrote (<out>.seed-N.json)"
+    )
+    faults.add_argument(
+        "--soak", type=float, metavar="SECONDS", help="with --schedule: run seeds one after another this long"
+    )
     faults.set_defaults(handler=_run_faults)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def _run_faults(args: argparse.Namespace) -> int:
@@ -46,6 +67,10 @@ def _run_faults(args: argparse.Namespace) -> int:
     if args.out is None:
         print("statestore faults: --out FILE.json is required to run the suite", file=sys.stderr)
         return 2
+    if args.schedule or args.replay:
+        from spark_provider.fault_suite.schedule_cli import run_schedules
+
+        return run_schedules(args)
     chosen = args.only or (list(scenarios.QUICK) if args.quick else names)
     unknown = [n for n in chosen if n not in names]
     if unknown:

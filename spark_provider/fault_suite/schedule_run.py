@@ -1,0 +1,242 @@
+"""Running a random schedule (`schedule.py`) against a query of its own, and judging it.
+
+The query (the suite's aggregation) warms up on three micro-batches; then each event of the schedule runs and
+one micro-batch is fed after it (a link fault is healed once that batch ended). The schedule then *settles*:
+every fault healed, the operations left running waited for (up to `SETTLE_OPERATIONS_SECONDS`), `SETTLE_BATCHES`
+micro-batches fed and the replica groups back to q replicas at their primaries' versions; the `AFTER_SETTLING`
+micro-batches fed after that must load nothing from the checkpoint location. Every micro-batch's output is
+compared with the exact recomputation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spark_provider import local_cluster
+from spark_provider.fault_suite.rig import EXECUTORS, Rig
+from spark_provider.fault_suite.schedule import Event
+from spark_provider.fault_suite.suite_query import SuiteQuery, committed_batches, compare
+from spark_provider.progress import load_sources
+from statestore.controller.client import ControlClient, ControlError
+from statestore.waiting import wait_for
+
+BATCH_TIMEOUT = 240.0
+WAITED_COMMAND_SECONDS = 120.0
+SETTLE_OPERATIONS_SECONDS = 180.0
+SETTLE_BATCHES = 3
+AFTER_SETTLING = 2
+CONVERGE_SECONDS = 120.0
+WARM_BATCHES = 3
+SOURCES = ("local", "replica", "peer", "checkpoint")
+
+
+@dataclass
+class Operation:
+    """One operator command of the schedule and how it ended."""
+
+    event: str
+    operation_id: int = 0
+    state: str = ""  # done, failed, refused (the command was not accepted), or still running
+    seconds: float = 0.0
+    reason: str = ""
+
+
+@dataclass
+class ScheduleResult:
+    """One schedule's outcome, as the JSON shows it."""
+
+    seed: int
+    events: list[str] = field(default_factory=list)
+    exact: bool = False
+    batches: int = 0
+    lost_updates: int = 0
+    duplicated_updates: int = 0
+    operations: list[Operation] = field(default_factory=list)
+    loads: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCES, 0))
+    checkpoint_loads_after_settling: int = 0
+    converged: bool = False
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class ScheduleRun:
+    """Runs schedules on one rig (one Spark session), each under `root/seed-N`."""
+
+    rig: Rig
+    root: Path
+    partitions: int = 4
+
+    def run(self, seed: int, events: list[Event]) -> ScheduleResult:
+        """Run `events` against a new query; never raises (a broken run is reported in `detail`)."""
+        result = ScheduleResult(seed, [e.describe() for e in events])
+        started = time.monotonic()
+        query = SuiteQuery(self.rig.spark, self.root / f"seed-{seed}", seed=f"schedule-{seed}")
+        try:
+            self.rig.settle()
+            query.feed(WARM_BATCHES)
+            query.start()
+            self._batch(query, "warming up")
+            with contextlib.suppress(TimeoutError):
+                wait_for(lambda: self.rig.converged(query), 60, "replicas at the primaries' versions")
+            with self.rig.resuming_paused():
+                for event in events:
+                    self._event(event, query, result)
+                    query.feed(1)
+                    self._batch(query, event.describe())
+                    self._heal()
+                self._settle(query, result)
+            settled_at = _last_batch(query)
+            query.feed(AFTER_SETTLING)
+            self._batch(query, "after settling")
+            query.stop()
+            self._judge(query, result, settled_at)
+        except Exception as exc:
+            result.detail = f"{exc}\n{traceback.format_exc(limit=3)}"
+            with contextlib.suppress(Exception):
+                query.stop()
+            with contextlib.suppress(Exception):
+                self._judge(query, result, None)
+        finally:
+            self._heal()
+            self.rig.disarm()
+            result.seconds = round(time.monotonic() - started, 1)
+        return result
+
+    # ------------------------------------------------------------------ events
+    def _event(self, event: Event, query: SuiteQuery, result: ScheduleResult) -> None:
+        rig = self.rig
+        executors = sorted(rig.alive_nodes())
+        picked = executors[event.pick % len(executors)] if executors else ""
+        if event.kind in ("move", "drain", "rebalance"):
+            result.operations.append(self._command(event, query, picked))
+        elif event.kind == "kill-executor":
+            # Never below two executors: the query needs somewhere to run (Spark restarts the killed one).
+            if picked and len(local_cluster.executor_pids()) >= EXECUTORS:
+                rig.kill_executor(picked)
+        elif event.kind in ("kill-node", "restart-node-empty"):
+            with contextlib.suppress(LookupError, TimeoutError):
+                rig.kill_node(picked, empty=event.kind == "restart-node-empty")
+        elif event.kind == "replication-link":
+            rig.set_links(event.fault)
+        elif event.kind == "controller-link":
+            kind, _, number = event.fault.partition(" ")
+            rig.proxy.set(kind, millis=int(number or 0), every=int(number or 1))
+
+    def _command(self, event: Event, query: SuiteQuery, picked: str) -> Operation:
+        operation = Operation(event.describe())
+        try:
+            with ControlClient(self.rig.controller) as client:
+                if event.kind == "move":
+                    status = client.move({str(event.partition): picked}, event.strategy, str(query.checkpoint))
+                elif event.kind == "drain":
+                    status = client.drain(picked, event.strategy)
+                else:
+                    status = client.rebalance(event.strategy)
+                operation.operation_id = status.operation_id
+                if event.wait:
+                    with contextlib.suppress(TimeoutError):
+                        status = client.wait(status.operation_id, WAITED_COMMAND_SECONDS)
+                _record(operation, status)
+        except ControlError as exc:  # refused at once (an unknown executor, nothing to do): says why
+            operation.state = "refused"
+            operation.reason = str(exc)
+        return operation
+
+    def _heal(self) -> None:
+        self.rig.set_links("pass")
+        self.rig.proxy.set("pass")
+
+    def _batch(self, query: SuiteQuery, what: str) -> None:
+        if not query.wait_processed(BATCH_TIMEOUT):
+            raise RuntimeError(f"the batch after {what} did not end: {query.failure() or 'timeout'}")
+
+    # ------------------------------------------------------------------ settling and judging
+    def _settle(self, query: SuiteQuery, result: ScheduleResult) -> None:
+        """Heal, wait for the operations still running, feed SETTLE_BATCHES batches and wait for the groups."""
+        self._heal()
+        deadline = time.monotonic() + SETTLE_OPERATIONS_SECONDS
+        with ControlClient(self.rig.controller) as client:
+            for operation in result.operations:
+                if operation.operation_id and operation.state in ("", "queued", "running"):
+                    with contextlib.suppress(TimeoutError):
+                        client.wait(operation.operation_id, max(1.0, deadline - time.monotonic()))
+                    _record(operation, client.operation(operation.operation_id))
+        wait_for(lambda: len(local_cluster.executor_pids()) >= EXECUTORS, 120, f"{EXECUTORS} executors running")
+        query.feed(SETTLE_BATCHES)
+        self._batch(query, "settling")
+        try:
+            wait_for(lambda: self.rig.converged(query), CONVERGE_SECONDS, "every group back at its primary's version")
+            result.converged = True
+        except TimeoutError:
+            result.converged = False
+
+    def _judge(self, query: SuiteQuery, result: ScheduleResult, settled_at: int | None) -> None:
+        comparison = compare(query, committed_batches(query.checkpoint))
+        result.batches = comparison.batches
+        result.lost_updates = comparison.lost_updates
+        result.duplicated_updates = comparison.duplicated_updates
+        result.exact = comparison.exact and not result.detail
+        if not comparison.exact:
+            result.detail = (
+                f"batches differing {comparison.differing}, without output {comparison.missing}; " + result.detail
+            )
+        batches = _with_input(query.progress)
+        for progress in batches[WARM_BATCHES:]:
+            for source, count in load_sources(progress).items():
+                result.loads[source] += count
+        if settled_at is not None:
+            result.checkpoint_loads_after_settling = sum(
+                load_sources(p)["checkpoint"] for p in batches if p["batchId"] > settled_at
+            )
+
+
+def _record(operation: Operation, status: Any) -> None:
+    operation.state = status.state
+    operation.seconds = round(status.seconds, 1)
+    reasons = [m.error for m in status.moves if m.step == "failed" and m.error]
+    operation.reason = "; ".join(reasons) or status.error
+
+
+def _last_batch(query: SuiteQuery) -> int:
+    progress = _with_input(list(query.query.recentProgress))
+    return progress[-1]["batchId"] if progress else -1
+
+
+def _with_input(progress: list[dict]) -> list[dict]:
+    last = {p["batchId"]: p for p in progress if p["numInputRows"] > 0}
+    return [last[b] for b in sorted(last)]
+
+
+def summary(results: list[ScheduleResult]) -> dict:
+    """The JSON of a random-schedule run (the keys issue 26 names), with every schedule's details."""
+    operations = [o for r in results for o in r.operations if o.state != "refused"]
+    ended = [o for o in operations if o.state in ("done", "failed")]
+    failed = [o for o in operations if o.state == "failed"]
+    seconds = [o.seconds for o in ended]
+    loads = {source: sum(r.loads[source] for r in results) for source in SOURCES}
+    return {
+        "schedules": len(results),
+        "exact": sum(r.exact for r in results),
+        "lost_updates": sum(r.lost_updates for r in results),
+        "duplicated_updates": sum(r.duplicated_updates for r in results),
+        "operations": {
+            "done": sum(o.state == "done" for o in operations),
+            "failed": len(failed),
+            "failed_with_reason": sum(bool(o.reason) for o in failed),
+            "still_running": len(operations) - len(ended),
+            "refused": sum(o.state == "refused" for r in results for o in r.operations),
+            "median_seconds": round(statistics.median(seconds), 1) if seconds else 0.0,
+            "max_seconds": max(seconds, default=0.0),
+        },
+        "loads": loads,
+        "checkpoint_loads_after_settling": sum(r.checkpoint_loads_after_settling for r in results),
+        "converged": sum(r.converged for r in results),
+        "results": [asdict(r) for r in results],
+    }
