@@ -68,6 +68,7 @@ class HandOverSettings:
     promote_timeout: float = 300.0  # a move waits this long for Spark to run a batch of its partition
     settle_timeout: float = 180.0  # A's provider unloads at its executor's next task or maintenance
     open_ahead_wait: float = 3.0  # a warm move waits this long for B's executor to open its copy ahead of it
+    place_wait: float = 60.0  # a warm move waits this long for Spark's run id of its partition (a restarted node)
 
 
 @dataclass(frozen=True)
@@ -272,6 +273,25 @@ class HandOverProtocol:
         self._require_alive(move)
         target = self._membership.node(move.target)
         assert target is not None  # _require_alive checked it
+        if not stores:
+            raise _Failed(
+                f"partition {move.task} is no longer reported by any node (its query stopped, or its primary "
+                "unloaded it and no batch ran since): nothing to steer; move it again once it runs"
+            )
+        unplaced = [s.store.store_id for s in stores if not (s.report.place.run_id and s.report.place.state_root)]
+        if unplaced:
+            # A node restarted since the partition's last commit has not heard Spark's run id yet: its provider
+            # tells it at the partition's next commit.
+            move.waiting_for = (
+                f"Spark's run id and state root of {', '.join(unplaced)} (the node learns them at the partition's "
+                f"next commit); {self._left(move, self.settings.place_wait)} s left"
+            )
+            if self._clock() - move._step_since > self.settings.place_wait:
+                raise _Failed(
+                    f"{', '.join(unplaced)}: Spark's run id and state root not known within "
+                    f"{self.settings.place_wait:g}s (no batch committed the partition since its node restarted)"
+                )
+            return
         move.attempts += 1
         move.steered_at_version = min(store.report.version for store in stores)
         move.resteered_at = max(store.report.version for store in stores)
@@ -311,6 +331,16 @@ class HandOverProtocol:
         self._require_alive(move)
         target = self._membership.node(move.target)
         assert target is not None
+        if not stores:
+            # No node claims the partition: its old primary unloaded it (Spark's maintenance follows the steer) and
+            # no batch ran since, long enough for the controller to forget it. B's load claims it again.
+            move.waiting_for = (
+                f"Spark to run a batch of the partition on executor {target.executor_id} (no node claims it since "
+                f"its old primary unloaded it); {self._left(move, self.settings.promote_timeout)} s left"
+            )
+            if self._clock() - move._step_since > self.settings.promote_timeout:
+                raise _Failed(f"no batch ran the partition within {self.settings.promote_timeout:g}s of steering")
+            return
         if all(store.primary == move.target and store.report.version >= move.steered_at_version for store in stores):
             load = stores[0].report.last_load
             move.effective_version = load.version or stores[0].report.version

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spark_provider.fault_suite import report, scenarios
+import pytest
+
+from spark_provider.fault_suite import report, scenarios, schedule
 from spark_provider.fault_suite.suite import Result, as_json
 from spark_provider.fault_suite.suite_query import SuiteQuery, compare, expected_outputs, input_rows, recorded_outputs
 
@@ -93,6 +95,30 @@ def test_the_matrix_covers_what_the_issue_lists() -> None:
     for point in ("ship", "apply", "applied", "materialize", "promote", "bootstrap-serve"):
         assert f"node-kill-at-{point}" in names
     assert {"node-restart-empty", "corrupt-increment", "executor-and-replica-node", "controller-link-cut"} <= names
+    # Issue 26: the hand-over steps (source and target killed at each) and sync mode, 60 scenarios at least.
+    assert len(names) + 1 >= 60  # and the driver's
+    for step in ("warm-up", "steer"):
+        assert {f"handover-kill-source-at-{step}", f"handover-kill-target-at-{step}"} <= names
+    assert {"handover-node-kill-at-promote", "handover-kill-target-at-load"} <= names
+    assert "handover-kill-source-at-promoted" in names
+    synced = [s for s in scenarios.MATRIX if s.sync]
+    assert len(synced) >= 8 and all(s.name.endswith("-sync") for s in synced)
+    assert "executor-kill-at-acked-sync" in names
+
+
+def test_a_random_schedule_is_the_same_for_its_seed_and_replays_from_its_file(tmp_path: Path) -> None:
+    first = schedule.random_schedule(7, 12, 4)
+    assert first == schedule.random_schedule(7, 12, 4) != schedule.random_schedule(8, 12, 4)
+    kinds = {e.kind for seed in range(20) for e in schedule.random_schedule(seed, 12, 4)}
+    assert {"move", "drain", "rebalance", "kill-executor", "kill-node", "restart-node-empty"} <= kinds
+    assert {"replication-link", "controller-link"} <= kinds
+    strategies = {e.strategy for seed in range(20) for e in schedule.random_schedule(seed, 12, 4) if e.strategy}
+    assert strategies == set(schedule.STRATEGIES)
+    schedule.write_replay(tmp_path / "seed-7.json", 7, first)
+    assert schedule.read_replay(tmp_path / "seed-7.json") == (7, first)
+    (tmp_path / "broken.json").write_text('{"seed": 1}')
+    with pytest.raises(ValueError, match=r"broken\.json"):
+        schedule.read_replay(tmp_path / "broken.json")
 
 
 def test_the_quick_suite_passes_against_a_real_spark_query(tmp_path: Path) -> None:
@@ -121,3 +147,21 @@ def test_the_quick_suite_passes_against_a_real_spark_query(tmp_path: Path) -> No
     assert all(r["batches"] >= 6 for r in data["results"])
     assert all(r["fired"] is not False for r in data["results"])
     assert out.with_suffix(".png").exists() and "scenarios passed" in run.stdout
+
+
+def test_a_random_schedule_runs_exact_against_a_real_spark_query(tmp_path: Path) -> None:
+    """One seeded schedule of commands and faults (the CI form of `statestore faults --schedule random`)."""
+    out = tmp_path / "schedules.json"
+    command = [sys.executable, "-m", "statestore.cli", "faults", "--schedule", "random", "--seeds", "1"]
+    command += ["--events", "5", "--out", str(out), "--work-dir", str(tmp_path / "work")]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert out.exists(), run.stdout[-3000:] + run.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert {"schedules", "exact", "lost_updates", "duplicated_updates", "operations", "loads"} <= set(data)
+    assert {"done", "failed", "failed_with_reason", "median_seconds", "max_seconds"} <= set(data["operations"])
+    assert set(data["loads"]) == {"local", "replica", "peer", "checkpoint"}
+    assert (data["schedules"], data["exact"], data["lost_updates"], data["duplicated_updates"]) == (1, 1, 0, 0), data
+    assert data["operations"]["failed"] == data["operations"]["failed_with_reason"], data["operations"]
+    assert data["operations"]["still_running"] == 0, data["results"]
+    assert data["checkpoint_loads_after_settling"] == 0, data["results"]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -417,6 +417,64 @@ def test_a_warm_move_to_an_executor_that_opens_no_copies_ahead_does_not_wait(
     assert protocol.opened_ahead(move) and move.opened_ahead == "no"
 
 
+def test_a_move_waits_for_sparks_run_id_of_its_partition_then_fails_naming_it(
+    membership: Membership, clock: FakeClock
+) -> None:
+    """A node restarted since the partition's last commit reports it without Spark's run id (its provider tells
+    it at the next commit): the move waits for it, bounded, and fails saying so rather than at once."""
+    protocol, move = warm_move_to_b(membership, clock)
+    protocol.advance(move, may_steer=True)
+    assert move.step is Step.WARM and "Spark's run id and state root of 0/1/default" in move.waiting_for
+    clock.now = 61.0
+    beat(membership, "a", primaries=[store("0/0/default"), store("0/1/default"), store("0/0/default", OTHER_ROOT)])
+    beat(membership, "b", replicas=[store("0/0/default"), store("0/1/default")])
+    protocol.advance(move, may_steer=True)
+    assert move.step is Step.FAILED and "run id and state root not known within 60s" in move.error
+
+
+def placed(store_id: str, version: int) -> control_pb2.PrimaryReport:
+    return control_pb2.PrimaryReport(
+        store=store(store_id), version=version, place=control_pb2.SparkPlace(run_id="run-1", state_root=ROOT)
+    )
+
+
+def test_a_steered_move_whose_partition_no_node_claims_waits_for_sparks_batch(clock: FakeClock) -> None:
+    """Spark's maintenance unloads A's copy after the steer; with no batch for a minute the controller forgets the
+    partition. The move waits for Spark's batch (it used to fail on an internal error), and B's load ends it."""
+    membership = Membership(dead_after=3.0, clock=clock, forget_after=60.0)
+
+    def heartbeat(node: str, primaries: list[control_pb2.PrimaryReport] = ()) -> None:
+        replicas = [store("0/1/default")] if node == "b" else []
+        membership.heartbeat(
+            control_pb2.HeartbeatRequest(
+                node=control_pb2.NodeRef(node_id=node, address=f"{node}:1", executor_id=node, executor_host="h"),
+                primaries=list(primaries),
+                replicas_held=[common_pb2.VersionHeld(store=s, version=3) for s in replicas],
+            )
+        )
+
+    heartbeat("a", [placed("0/1/default", 3)])
+    heartbeat("b")
+    steered = []
+    levers = SparkLevers(steer=steered.append, locate=lambda _steer: "")
+    protocol = HandOverProtocol(membership, ReplicaGroups(membership, q=1), levers, HandOverSettings(), clock, 0.0)
+    move = HandOver(task("0/1/default"), "a", "b", ReplicaGroup("b", ("a",)))
+    protocol.decide(move)
+    protocol.advance(move, may_steer=True)
+    protocol.advance(move, may_steer=True)
+    assert move.step is Step.STEERED and len(steered) == 1
+    for now in range(2, 130, 2):  # a unloaded its copy: nobody claims the partition for two minutes
+        clock.now = float(now)
+        heartbeat("a")
+        heartbeat("b")
+        protocol.advance(move, may_steer=True)
+    assert membership.stores_of_task(move.task) == []
+    assert move.step is Step.STEERED and "no node claims it" in move.waiting_for
+    heartbeat("b", [placed("0/1/default", 4)])  # Spark ran the batch on b's executor
+    protocol.advance(move, may_steer=True)
+    assert move.step is Step.PROMOTED, move.log
+
+
 # ------------------------------------------------------------------------------------------ replica groups
 
 

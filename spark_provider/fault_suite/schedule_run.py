@@ -14,6 +14,7 @@ import contextlib
 import statistics
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,11 +24,11 @@ from spark_provider.fault_suite.rig import EXECUTORS, Rig
 from spark_provider.fault_suite.schedule import Event
 from spark_provider.fault_suite.suite_query import SuiteQuery, committed_batches, compare
 from spark_provider.progress import load_sources
-from statestore.controller.client import ControlClient, ControlError
+from statestore.controller.client import ControlClient, ControlError, in_flight
 from statestore.waiting import wait_for
 
 BATCH_TIMEOUT = 240.0
-WAITED_COMMAND_SECONDS = 120.0
+WAITED_COMMAND_SECONDS = 120.0  # a waited command past this is left running (settling waits for it again)
 SETTLE_OPERATIONS_SECONDS = 180.0
 SETTLE_BATCHES = 3
 AFTER_SETTLING = 2
@@ -141,13 +142,30 @@ class ScheduleRun:
                     status = client.rebalance(event.strategy)
                 operation.operation_id = status.operation_id
                 if event.wait:
-                    with contextlib.suppress(TimeoutError):
-                        status = client.wait(status.operation_id, WAITED_COMMAND_SECONDS)
+                    # Waited for as a driver waits: the stream goes on meanwhile (the suite feeds its batches).
+                    self._feed_until(
+                        query,
+                        lambda: not in_flight(client.operation(operation.operation_id)),
+                        WAITED_COMMAND_SECONDS,
+                        f"a batch while {event.describe()} ran",
+                    )
+                    status = client.operation(operation.operation_id)
                 _record(operation, status)
         except ControlError as exc:  # refused at once (an unknown executor, nothing to do): says why
             operation.state = "refused"
             operation.reason = str(exc)
         return operation
+
+    def _feed_until(self, query: SuiteQuery, done: Callable[[], bool], timeout: float, what: str) -> bool:
+        """Feed one micro-batch at a time (data keeps arriving, as in a live stream) until `done()`, at most
+        `timeout` seconds; whether it got there."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                return False
+            query.feed(1)
+            self._batch(query, what)
+        return True
 
     def _heal(self) -> None:
         self.rig.set_links("pass")
@@ -161,13 +179,16 @@ class ScheduleRun:
     def _settle(self, query: SuiteQuery, result: ScheduleResult) -> None:
         """Heal, wait for the operations still running, feed SETTLE_BATCHES batches and wait for the groups."""
         self._heal()
-        deadline = time.monotonic() + SETTLE_OPERATIONS_SECONDS
+        running = [o for o in result.operations if o.operation_id and o.state in ("", "queued", "running")]
         with ControlClient(self.rig.controller) as client:
-            for operation in result.operations:
-                if operation.operation_id and operation.state in ("", "queued", "running"):
-                    with contextlib.suppress(TimeoutError):
-                        client.wait(operation.operation_id, max(1.0, deadline - time.monotonic()))
-                    _record(operation, client.operation(operation.operation_id))
+            self._feed_until(
+                query,
+                lambda: not any(in_flight(client.operation(o.operation_id)) for o in running),
+                SETTLE_OPERATIONS_SECONDS,
+                "a batch while the operations still running ended",
+            )
+            for operation in running:
+                _record(operation, client.operation(operation.operation_id))
         wait_for(lambda: len(local_cluster.executor_pids()) >= EXECUTORS, 120, f"{EXECUTORS} executors running")
         query.feed(SETTLE_BATCHES)
         self._batch(query, "settling")
