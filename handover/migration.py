@@ -116,6 +116,16 @@ class Migration:
         """The task partitions whose primary this operation has steered off `node_id` and not promoted yet."""
         return [m.task for m in self.moves if m.source == node_id and m.moves_primary and m.step is Step.STEERED]
 
+    def abandon_tasks(self, tasks: frozenset[str], why: str) -> list[str]:
+        """Fail the primary moves of `tasks` that are not served yet; returns their tasks."""
+        abandoned = []
+        with self._step_lock:
+            for move in self.moves:
+                if move.task in tasks and move.moves_primary and not move.served:
+                    self._protocol.fail(move, why)
+                    abandoned.append(move.task)
+        return abandoned
+
     def abandon_target(self, node_id: str, why: str) -> list[str]:
         """Fail the moves to `node_id` that are not served yet (its executor is going); returns their tasks."""
         abandoned = []

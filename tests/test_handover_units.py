@@ -475,6 +475,41 @@ def test_a_steered_move_whose_partition_no_node_claims_waits_for_sparks_batch(cl
     assert move.step is Step.PROMOTED, move.log
 
 
+def test_a_stopped_querys_moves_end_at_once_and_its_primaries_stay(clock: FakeClock) -> None:
+    """The driver's listener says a query run stopped: its partitions' moves end saying so, instead of waiting
+    five minutes for a batch that will not come, and later commands leave their primaries where they are."""
+    membership = Membership(dead_after=3.0, clock=clock)
+    for node, primaries, replicas in (("a", [placed("0/1/default", 3)], []), ("b", [], [store("0/1/default")])):
+        membership.heartbeat(
+            control_pb2.HeartbeatRequest(
+                node=control_pb2.NodeRef(node_id=node, address=f"{node}:1", executor_id=node, executor_host="h"),
+                primaries=primaries,
+                replicas_held=[common_pb2.VersionHeld(store=s, version=3) for s in replicas],
+            )
+        )
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        started = operations.move([PartitionMoveRequest("1", "b")])
+        assert operations.query_stopped("run-1") == 1
+        ended = wait_until_ended(operations, started.operation_id)
+        assert ended.state == "failed" and "its query stopped (run run-1)" in ended.moves[0].error, ended
+        again = operations.move([PartitionMoveRequest("1", "b")])
+        assert not again.moves and "its query is stopped" in again.notes[0], again
+    finally:
+        operations.stop()
+
+
+def wait_until_ended(operations: Operations, operation_id: int) -> control_pb2.OperationStatus:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        status = operations.status(operation_id)
+        if status.state not in ("running", "queued"):
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"operation {operation_id} still running: {operations.status(operation_id)}")
+
+
 # ------------------------------------------------------------------------------------------ replica groups
 
 

@@ -37,6 +37,9 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--first-seed", type=int, default=1, metavar="N", help="the first seed (default: 1)")
     faults.add_argument("--events", type=_positive, default=8, metavar="K", help="events per schedule (default: 8)")
     faults.add_argument(
+        "--replicas", type=int, choices=(1, 2), default=1, help="with --schedule: the replication factor q"
+    )
+    faults.add_argument(
         "--replay", type=Path, metavar="FILE", help="run the schedule a failing seed wrote (<out>.seed-N.json)"
     )
     faults.add_argument(

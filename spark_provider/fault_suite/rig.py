@@ -44,6 +44,8 @@ SPARK_CONF = {
     "spark.executor.memory": "1g",
     "spark.dynamicAllocation.enabled": "false",
     "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+    # The recomputation reads which files each batch took from the offset log: keep all of it (Spark keeps 100).
+    "spark.sql.streaming.minBatchesToRetain": "100000",
 }
 
 
@@ -122,6 +124,7 @@ class Rig:
     faults_file: Path
     controller: str
     pause_seconds: float = 6.0
+    q: int = 1  # the session's replication factor
     _stopped_since: dict[int, float] = field(default_factory=dict)
     _mounts: list[Path] = field(default_factory=list)
     # Operations (move, drain, rebalance) the current scenario started: the suite judges how each ended.
@@ -189,10 +192,10 @@ class Rig:
         return max(sorted(counts), key=lambda n: counts[n])
 
     def converged(self, query: SuiteQuery) -> bool:
-        """Whether each of `query`'s partitions has a replica at its primary's version."""
+        """Whether each of `query`'s partitions has its q replicas at its primary's version."""
         parts = self.partitions(query)
         return bool(parts) and all(
-            p.replicas and all(r.version_held == p.primary_version for r in p.replicas) for p in parts
+            len(p.replicas) >= self.q and all(r.version_held == p.primary_version for r in p.replicas) for p in parts
         )
 
     def alive_nodes(self) -> set[str]:

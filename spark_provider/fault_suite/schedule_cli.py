@@ -39,8 +39,10 @@ def run_schedules(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.soak if args.soak else None
     print(f"statestore faults: random schedules on {args.master}, queries under {work}", flush=True)
     faults_file = work / "faults"
-    spark, controller = start_session(args.master, work, faults_file, "statestore-schedules")
-    rig = Rig(spark, work, faults_file, controller)
+    spark, controller = start_session(
+        args.master, work, faults_file, "statestore-schedules", replication_factor=args.replicas
+    )
+    rig = Rig(spark, work, faults_file, controller, q=args.replicas)
     runner = ScheduleRun(rig, work, PARTITIONS)
     results: list[ScheduleResult] = []
     bar = tqdm(total=None if deadline else len(plans), unit="schedule", desc="schedules", file=sys.stderr)
@@ -68,6 +70,7 @@ def run_schedules(args: argparse.Namespace) -> int:
     report = summary(results)
     report["master"] = args.master
     report["events_per_schedule"] = args.events
+    report["replication_factor"] = args.replicas
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     png = _plot(report, args.out.with_suffix(".png"))

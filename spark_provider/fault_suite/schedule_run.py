@@ -35,6 +35,7 @@ AFTER_SETTLING = 2
 CONVERGE_SECONDS = 120.0
 WARM_BATCHES = 3
 SOURCES = ("local", "replica", "peer", "checkpoint")
+FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
 
 @dataclass
@@ -53,6 +54,7 @@ class ScheduleResult:
     """One schedule's outcome, as the JSON shows it."""
 
     seed: int
+    checkpoint_format: int = 1
     events: list[str] = field(default_factory=list)
     exact: bool = False
     batches: int = 0
@@ -76,9 +78,11 @@ class ScheduleRun:
 
     def run(self, seed: int, events: list[Event]) -> ScheduleResult:
         """Run `events` against a new query; never raises (a broken run is reported in `detail`)."""
-        result = ScheduleResult(seed, [e.describe() for e in events])
+        result = ScheduleResult(seed, 2 if seed % 2 == 0 else 1, [e.describe() for e in events])
         started = time.monotonic()
-        query = SuiteQuery(self.rig.spark, self.root / f"seed-{seed}", seed=f"schedule-{seed}")
+        # Even seeds write checkpoint format 2 (unique ids per version), odd ones format 1.
+        conf = {FORMAT_KEY: "2"} if seed % 2 == 0 else {}
+        query = SuiteQuery(self.rig.spark, self.root / f"seed-{seed}", seed=f"schedule-{seed}", conf=conf)
         try:
             self.rig.settle()
             query.feed(WARM_BATCHES)

@@ -142,7 +142,13 @@ def batch_files(checkpoint: Path) -> dict[int, list[int]]:
     files = {}
     previous = -1
     offsets = checkpoint / "offsets"
-    for batch in sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit()) if offsets.is_dir() else []:
+    batches = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit()) if offsets.is_dir() else []
+    if batches and batches[0] != 0:
+        raise ValueError(
+            f"{offsets} starts at batch {batches[0]}: Spark purged the earlier entries, so which files those batches "
+            "took is unknown (run with spark.sql.streaming.minBatchesToRetain above the batch count)"
+        )
+    for batch in batches:
         lines = (offsets / str(batch)).read_text().splitlines()[2:]  # after the version and the metadata
         offset = json.loads(lines[0])["logOffset"] if lines and lines[0] != "-" else previous
         files[batch] = list(range(previous + 1, offset + 1))

@@ -194,6 +194,9 @@ class DriverLink:
                     log_event(_log, "query_start_not_steered", logging.WARNING, error=repr(exc))
                 with contextlib.suppress(DriverLinkError):  # the driver stopped waiting: its own bound
                     self._send({"ack": event.get("ack")})
+            elif kind == "query_stopped":
+                ended = self._controller.query_stopped(str(event["run_id"]))
+                log_event(_log, "query_stopped", run_id=event["run_id"], moves_ended=ended)
             elif kind == "application":
                 log_event(_log, "spark_application", id=event.get("id"), ui=event.get("ui"))
                 if self._on_application is not None:

@@ -62,6 +62,7 @@ class Operations:
         self._queue: list[QueuedCommand] = []  # commands waiting their turn, first first
         self._stopped = False
         self._next_id = 1
+        self._stopped_runs: set[str] = set()  # Spark query runs that stopped (the driver's listener said so)
 
     def attach_spark(self, levers: SparkLevers) -> None:
         """The driver's steering levers (without them, moves are refused: nothing could steer Spark)."""
@@ -90,6 +91,9 @@ class Operations:
                     )
                 if source == target.node_id:
                     notes.append(f"{task}: already on executor {target.executor_id} (node {target.node_id})")
+                    continue
+                if self._stopped_run(task):
+                    notes.append(f"{task}: its query is stopped: it moves with the query's next run, not now")
                     continue
                 group = plan.get(task) if plan is not None else None
                 members = list(group.nodes) if group is not None else [source]
@@ -183,6 +187,29 @@ class Operations:
                   operation=status.operation_id, moves=len(moves))  # fmt: skip
         return status.operation_id
 
+    def query_stopped(self, run_id: str) -> int:
+        """Spark query run `run_id` stopped: the primary moves of its partitions that are not served yet end
+        (failed, saying so) instead of waiting for a batch it will not run, and no later command moves their
+        primaries. Returns how many moves ended."""
+        with self._lock:
+            self._stopped_runs.add(run_id)
+            running = [m for m in self._operations if isinstance(m, Migration) and m.running]
+        tasks = frozenset(
+            task for migration in running for move in migration.moves for task in [move.task] if self._stopped_run(task)
+        )
+        ended = 0
+        for migration in running:
+            abandoned = migration.abandon_tasks(tasks, f"its query stopped (run {run_id}) before Spark ran the batch")
+            if abandoned:
+                log_event(_log, "moves_abandoned", operation=migration.operation_id, tasks=abandoned)
+            ended += len(abandoned)
+        return ended
+
+    def _stopped_run(self, task: str) -> bool:
+        """Whether every store of task partition `task` was last placed by a query run that stopped."""
+        stores = self._membership.stores_of_task(task)
+        return bool(stores) and all(s.report.place.run_id in self._stopped_runs for s in stores)
+
     def draining(self) -> frozenset[str]:
         """The nodes being drained (no plan places anything there)."""
         return self._groups.draining()
@@ -201,7 +228,7 @@ class Operations:
             target = self._groups.target({})
             if target is not None:
                 placement, running = target
-                fixed = frozenset(t for t in placement if t not in running)
+                fixed = frozenset(t for t in placement if t not in running or self._stopped_run(t))
                 target = (balance_primaries(placement, fixed), running)
             moves, notes = self._moves_to(target)
             if not moves:
@@ -383,6 +410,10 @@ class Operations:
                 continue
             before = set(plan[task].nodes) if plan is not None and task in plan else {source}
             if group.primary == source and set(group.nodes) == before:
+                continue
+            if group.primary != source and self._stopped_run(task):
+                # A primary move waits for Spark to run a batch of the partition: a stopped query runs none.
+                notes.append(f"{task}: its query is stopped: its primary stays on node {source}")
                 continue
             moves.append(HandOver(task, source, group.primary, group, executors.get(group.primary, "")))
         return moves, notes

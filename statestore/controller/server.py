@@ -100,6 +100,11 @@ class Controller:
         first batch to the executors holding them (handover.failover.Failover.query_started)."""
         return self._service.failover.query_started(run_id, state_root, steer)
 
+    def query_stopped(self, run_id: str) -> int:
+        """A query run stopped: moves of its partitions that wait for Spark end, and no later operation moves
+        their primaries (statestore.controller.operations.Operations.query_stopped). The moves ended."""
+        return self._service.operations.query_stopped(run_id)
+
     def executor_lost(self, executor_id: str, steer: SteerFunction) -> list[Steer]:
         """Spark removed executor `executor_id`: fail its partitions over to their replica holders, steering
         each partition's next task with `steer` (handover.failover)."""

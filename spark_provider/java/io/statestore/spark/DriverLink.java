@@ -161,6 +161,11 @@ final class DriverLink {
     }
   }
 
+  /** A query run stopped (queued: sent once linked). */
+  void queryStopped(String runId) {
+    outbox.add(JSON.createObjectNode().put("event", "query_stopped").put("run_id", runId).toString());
+  }
+
   /** Tells the controller the application's id and UI (for this host's registry), once Spark has them. */
   private void announceApplication() {
     String id = sc.applicationId(); // null until the SparkContext's scheduler started

@@ -14,7 +14,7 @@ import org.slf4j.LoggerFactory;
  * query's own thread before that batch is planned (for the start event only, listeners run synchronously); this
  * listener tells the controller over the driver link and waits, bounded, while the controller reports each of the
  * checkpoint's partitions active on the executor that holds it (its primary's, else its freshest replica
- * holder's). Registered by {@code spark.sql.streaming.streamingQueryListeners} (which {@code enable()} and
+ * holder's). A stopped run is announced too (its partitions are no longer moved). Registered by {@code spark.sql.streaming.streamingQueryListeners} (which {@code enable()} and
  * {@code statestore spark-conf} set); it does nothing without a controller the driver side started.
  */
 public final class QueryStarts extends StreamingQueryListener {
@@ -48,6 +48,10 @@ public final class QueryStarts extends StreamingQueryListener {
   @Override
   public void onQueryProgress(QueryProgressEvent event) {}
 
+  /** Tells the controller the run stopped: no move of its partitions may wait for a batch it will not run. */
   @Override
-  public void onQueryTerminated(QueryTerminatedEvent event) {}
+  public void onQueryTerminated(QueryTerminatedEvent event) {
+    DriverLink link = DriverLink.current();
+    if (link != null) link.queryStopped(event.runId().toString());
+  }
 }
