@@ -107,6 +107,8 @@ class HandOver:
     log: list[str] = field(default_factory=list)
     waiting_for: str = ""  # what an unfinished move waits for now (statestore status)
     _step_since: float = 0.0
+    # Members of the group afterwards that died during the warm-up: not waited for.
+    passed_over: set[str] = field(default_factory=set)
     _generations: dict[str, int] = field(default_factory=dict)  # node -> its generation when the move was decided
 
     @property
@@ -216,13 +218,20 @@ class HandOverProtocol:
 
     def _lagging(self, move: HandOver, stores: list[PartitionRecord]) -> list[str]:
         """The new members (not the current primary) whose replicas are more than the acceptable lag behind (of an
-        urgent move: B only)."""
+        urgent move: B only). A member other than B that died is not waited for: it cannot catch up, and the
+        re-replication that follows its loss replaces it in the group (B's loss fails the move)."""
         behind = []
         members = ([move.target] if move.moves_primary else []) if move.urgent else move.final.nodes
         for node_id in members:
             if node_id == move.source:
                 continue
             record = self._membership.node(node_id)
+            if node_id != move.target and (record is None or not self._membership.is_alive(record)):
+                if node_id not in move.passed_over:
+                    move.passed_over.add(node_id)
+                    why = f"node {node_id} of the group afterwards is lost: not waited for (re-replication replaces it)"
+                    self._record(move, move.step, why)
+                continue
             held = record.replicas_held if record is not None else {}
             for store in stores:
                 if held.get(store.key, -1) < store.report.version - self.settings.acceptable_lag:

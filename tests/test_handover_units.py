@@ -417,6 +417,26 @@ def test_a_warm_move_to_an_executor_that_opens_no_copies_ahead_does_not_wait(
     assert protocol.opened_ahead(move) and move.opened_ahead == "no"
 
 
+def test_a_warm_up_does_not_wait_for_a_member_of_the_new_group_that_died(
+    membership: Membership, clock: FakeClock
+) -> None:
+    """The group afterwards keeps b, a replica holder that dies during the warm-up: the move goes on with c (its
+    target) warm, instead of waiting out the warm-up's ten minutes for b."""
+    groups = ReplicaGroups(membership, q=1)
+    levers = SparkLevers(steer=lambda _steer: None, locate=lambda _steer: "")
+    protocol = HandOverProtocol(membership, groups, levers, HandOverSettings(), clock, 0.0)
+    move = HandOver(task("0/1/default"), "a", "c", ReplicaGroup("c", ("b",)))
+    protocol.decide(move)
+    protocol.advance(move, may_steer=False)
+    assert move.step is Step.WARMING_UP and "node c" in move.waiting_for
+    clock.now = 5.0  # b is silent past dead_after; a and c go on, c now holding its copy
+    beat(membership, "a", primaries=[store("0/0/default"), store("0/1/default"), store("0/0/default", OTHER_ROOT)])
+    beat(membership, "c", replicas=[store("0/1/default")])
+    protocol.advance(move, may_steer=False)
+    assert move.step is Step.WARM, move.log
+    assert any("node b of the group afterwards is lost" in line for line in move.log), move.log
+
+
 def test_a_move_waits_for_sparks_run_id_of_its_partition_then_fails_naming_it(
     membership: Membership, clock: FakeClock
 ) -> None:
