@@ -333,11 +333,14 @@ class Operations:
         record = found[0]
         if not self._membership.is_alive(record):
             raise OperationError(
-                grpc.StatusCode.FAILED_PRECONDITION, f"executor {spec!r} (node {record.node_id}) is dead"
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"executor {spec!r} (node {record.node_id}) is dead: pick a live one (`statestore status` lists them)",
             )
         if for_target and record.node_id in self._groups.draining():
             raise OperationError(
-                grpc.StatusCode.FAILED_PRECONDITION, f"executor {spec!r} (node {record.node_id}) is being drained"
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"executor {spec!r} (node {record.node_id}) is being drained: it takes no partitions for the rest of "
+                "its life (it is leaving); pick another executor",
             )
         if for_target and not (record.executor_id and record.executor_host):
             raise OperationError(
