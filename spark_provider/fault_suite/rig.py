@@ -213,9 +213,12 @@ class Rig:
         with ControlClient(self.controller) as client:
             return client.operation(operation_id)
 
-    def wait_step(self, operation_id: int, steps: tuple[str, ...], timeout: float = 60.0) -> str:
+    def wait_step(
+        self, operation_id: int, steps: tuple[str, ...], timeout: float = 60.0, query: SuiteQuery | None = None
+    ) -> str:
         """Wait until a move of the operation is at one of `steps` (or past them all: done); the step reached.
-        Raises LookupError when the operation ended (failed) first, with its reasons."""
+        With `query`, a move steered (waiting for Spark's batch) gets one: a micro-batch is fed. Raises LookupError
+        when the operation ended (failed) first, with its reasons."""
         reached: list[str] = []
 
         def at_step() -> bool:
@@ -229,6 +232,9 @@ class Rig:
             if status.state == "done":
                 reached.append("done")
                 return True
+            if query is not None and any(m.step == "steered" for m in status.moves):
+                query.feed(1)
+                query.wait_processed(60)
             return False
 
         wait_for(at_step, timeout, f"operation {operation_id} at step {' or '.join(steps)}", interval=0.05)
