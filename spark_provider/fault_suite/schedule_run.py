@@ -64,6 +64,7 @@ class ScheduleResult:
     loads: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCES, 0))
     checkpoint_loads_after_settling: int = 0
     converged: bool = False
+    unconverged: str = ""  # not converged: each partition's primary and replicas as the controller saw them
     detail: str = ""
     seconds: float = 0.0
 
@@ -201,6 +202,11 @@ class ScheduleRun:
             result.converged = True
         except TimeoutError:
             result.converged = False
+            result.unconverged = "; ".join(
+                f"{p.store.store_id} primary {p.primary_node} v{p.primary_version} replicas "
+                + (", ".join(f"{r.node_id} v{r.version_held}" for r in p.replicas) or "none")
+                for p in self.rig.partitions(query)
+            )
 
     def _judge(self, query: SuiteQuery, result: ScheduleResult, settled_at: int | None) -> None:
         comparison = compare(query, committed_batches(query.checkpoint))
