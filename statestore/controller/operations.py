@@ -414,9 +414,11 @@ class Operations:
             before = set(plan[task].nodes) if plan is not None and task in plan else {source}
             if group.primary == source and set(group.nodes) == before:
                 continue
-            if group.primary != source and self._stopped_run(task):
-                # A primary move waits for Spark to run a batch of the partition: a stopped query runs none.
-                notes.append(f"{task}: its query is stopped: its primary stays on node {source}")
+            if self._stopped_run(task):
+                # A primary move waits for Spark to run a batch of the partition, which a stopped query never runs;
+                # its replicas get no increments to catch up with, and the controller forgets the partition a
+                # minute after its primary unloads it: it is left as it is (its next run is steered at its start).
+                notes.append(f"{task}: its query is stopped: left on node {source}")
                 continue
             moves.append(HandOver(task, source, group.primary, group, executors.get(group.primary, "")))
         return moves, notes
