@@ -622,8 +622,8 @@ def test_a_command_given_while_another_runs_is_queued_and_planned_when_its_turn_
         assert error.code is grpc.StatusCode.NOT_FOUND
         # The running move's target dies: the move fails with the reason, and the queued drain starts.
         clock.now = 10.0
-        for node in ("a", "b"):
-            beat(membership, node)
+        for node in ("a", "b", "d"):  # a and d are left for the primaries and their replicas once b is drained
+            beat(membership, node, executor=node != "d")
         ended = wait_until(lambda: operations.status(first.operation_id).state == "failed" and operations.status(
             first.operation_id))
         assert ended.moves[0].error == "target executor c (node c) lost at step warming up", ended
@@ -631,6 +631,26 @@ def test_a_command_given_while_another_runs_is_queued_and_planned_when_its_turn_
         started = wait_until(lambda: operations.status(queued.operation_id).state != "queued" and operations.status(
             queued.operation_id))
         assert started.kind == "drain" and "b" in operations.draining(), started
+    finally:
+        operations.stop()
+
+
+def test_a_drain_that_would_leave_too_few_executors_for_the_replicas_is_refused_naming_them(
+    membership: Membership,
+) -> None:
+    """Drained executors stay out of every plan: with q=1 and c and d drained, draining b would leave one executor
+    for each partition's primary and its replica, and the groups short until an executor is added."""
+    groups = ReplicaGroups(membership, q=1)
+    operations = Operations(membership, groups)
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        groups.drain("c")  # as a drain of c does when it starts
+        groups.drain("d")
+        error = refused(lambda: operations.drain("b"))
+        assert error.code is grpc.StatusCode.FAILED_PRECONDITION, error
+        expected = "1 executor(s) would be left to hold each partition's primary and its 1 replica(s), which needs 2"
+        assert expected in str(error)
+        assert "add an executor first" in str(error)
     finally:
         operations.stop()
 

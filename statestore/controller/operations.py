@@ -112,10 +112,20 @@ class Operations:
 
         def plan() -> tuple[list[HandOver], list[str]]:
             record = self.resolve_executor(executor, for_target=False)  # still alive when its turn comes
-            if len(self._membership.live_node_ids()) - len(self._groups.draining() | {record.node_id}) < 1:
+            left = len(self._membership.live_node_ids()) - len(self._groups.draining() | {record.node_id})
+            if left < 1:
                 raise OperationError(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"cannot drain executor {executor}: no other live executor would be left to take its partitions",
+                )
+            if left < self._groups.q + 1:
+                # Drained executors stay out of every plan: fewer than q+1 left cannot hold a primary and q
+                # replicas of each partition, and the groups would stay short until an executor is added.
+                raise OperationError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"cannot drain executor {executor}: {left} executor(s) would be left to hold each partition's "
+                    f"primary and its {self._groups.q} replica(s), which needs {self._groups.q + 1}; add an executor "
+                    "first (Spark's own decommission of an executor is drained regardless)",
                 )
             moves, notes = self._moves_to(self._groups.target(None, exclude=frozenset({record.node_id})))
             self._groups.drain(record.node_id)

@@ -223,6 +223,11 @@ class ReplicaGroups:
         with self._lock:
             self._draining.add(node)
 
+    @property
+    def q(self) -> int:
+        """The replication factor asked for (replicas per partition)."""
+        return self._q
+
     def undrain(self, node: str) -> None:
         """Undo `drain` (a drain that was refused before it started)."""
         with self._lock:
