@@ -291,7 +291,12 @@ def _matrix() -> list[Scenario]:
     return found
 
 
-MATRIX: list[Scenario] = _matrix() + handover_scenarios.matrix() + handover_scenarios.sync_matrix(_matrix())
+_SINGLE_FAULTS = _matrix()
+MATRIX: list[Scenario] = [
+    *_SINGLE_FAULTS,
+    *handover_scenarios.matrix(),
+    *handover_scenarios.sync_matrix(_SINGLE_FAULTS),
+]
 QUICK = (
     "executor-kill-at-commit",
     "node-kill-at-apply",
