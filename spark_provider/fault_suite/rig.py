@@ -46,6 +46,8 @@ SPARK_CONF = {
     "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
     # The recomputation reads which files each batch took from the offset log: keep all of it (Spark keeps 100).
     "spark.sql.streaming.minBatchesToRetain": "100000",
+    # Every batch's progress (load sources): a random schedule's settling may run hundreds (Spark keeps 100).
+    "spark.sql.streaming.numRecentProgressUpdates": "100000",
 }
 
 
