@@ -196,7 +196,9 @@ def test_q2_deduplication_and_join_fail_over_together_with_checkpoint_format_2(t
 def test_a_replica_of_an_abandoned_history_is_never_used(tmp_path: Path) -> None:
     """Batch 3 commits every partition (replicas apply it), then its executor dies and the batch fails; the
     batch is re-run on changed input. The replicas hold version 4 of the abandoned history: the re-run's loads
-    of version 3 must not use them, and later loads use replicas of the kept history only."""
+    of version 3 may use them only taken back to version 3 by their undo records (version 3 is of the kept
+    history: the provider checks its lineage), never at version 4; later loads use replicas of the kept history
+    only, and every batch equals Spark's provider's."""
     failing = 3
     changed = keyed_rows(3000, 2000, salt=7)
 
@@ -230,8 +232,8 @@ def test_a_replica_of_an_abandoned_history_is_never_used(tmp_path: Path) -> None
 
         try:
             run(ours, "statestore", kill_busiest)
-            rerun = load_sources(ours.progress_of(failing))
-            assert rerun["replica"] == 0 and rerun["peer"] == 0, rerun  # every copy of version 4 was abandoned
+            # The re-run's loads of version 3 may come from replicas holding the abandoned version 4, taken back by
+            # their undo records; whether they used the abandoned history shows in the outputs, compared below.
             wait_converged(address, ours, 1, 90)
             victim, lost = kill_busiest_executor(address, [ours])
             before = ours.last_batch_id()
