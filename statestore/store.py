@@ -583,14 +583,7 @@ class VersionedStore:
                 batch.delete(_count_key(cf), meta)
             else:
                 batch.put(_count_key(cf), _U64.pack(count), meta)
-        try:
-            self._db.write(batch, self._write_options)
-        except Exception as exc:
-            self._write_failed = True
-            raise StoreWriteError(
-                f"store {self.store_id!r} at {self.path}: reverting version {undo.version} failed, "
-                f"store stays at version {self._version}: {exc}"
-            ) from exc
+        self._write_batch(batch, f"reverting version {undo.version}")
         self._version = undo.base_version
         self._lineage = undo.base_lineage
         for cf, count in undo.counts.items():
@@ -642,14 +635,7 @@ class VersionedStore:
                 batch.put(_count_key(cf.name), _U64.pack(cf.key_count), meta)
             else:
                 batch.delete(_count_key(cf.name), meta)
-        try:
-            self._db.write(batch, self._write_options)
-        except Exception as exc:
-            self._write_failed = True
-            raise StoreWriteError(
-                f"store {self.store_id!r} at {self.path}: writing version {increment.version} failed, "
-                f"store stays at version {self._version}: {exc}"
-            ) from exc
+        self._write_batch(batch, f"writing version {increment.version}")
         self._version = increment.version
         self._lineage = lineage
         for cf in increment.column_families:
@@ -659,6 +645,16 @@ class VersionedStore:
                 self._counts.pop(cf.name, None)
         self._pending.clear()
         self._drop_order.clear()
+
+    def _write_batch(self, batch: WriteBatch, what: str) -> None:
+        """Write `batch` atomically; StoreWriteError saying `what` failed (the store stays at its version)."""
+        try:
+            self._db.write(batch, self._write_options)
+        except Exception as exc:
+            self._write_failed = True
+            raise StoreWriteError(
+                f"store {self.store_id!r} at {self.path}: {what} failed, store stays at version {self._version}: {exc}"
+            ) from exc
 
     def _add_records_reading_bases(self, batch: WriteBatch, increment: Increment, handles: list) -> None:
         """The general path: a merge needs the value its key has at that point of the increment."""

@@ -61,6 +61,19 @@ def warm(spark: Any, queries: list[RecordedQuery], q: int) -> str:
     return address
 
 
+def kill_at(spark: Any, query: RecordedQuery, faults: Path, line: str) -> list[str]:
+    """Arm the provider's fault point `line` (it kills an executor), feed one batch and wait for it; returns the
+    executors' log lines of loads from the checkpoint location since the kill."""
+    executors_before = set(executor_pids())
+    loads_before = set(checkpoint_load_lines(spark))
+    faults.write_text(line)
+    query.feed(1)
+    query.wait_processed(180)
+    assert not faults.exists(), "the fault point was not reached"
+    assert set(executor_pids()) != executors_before, "no executor was killed"
+    return [line for line in checkpoint_load_lines(spark) if line not in loads_before]
+
+
 def kill_busiest_executor(address: str, queries: list[RecordedQuery]) -> tuple[str, dict[int, list[str]]]:
     """Between batches: kill -9 the executor that is primary of the most partitions, wait until the controller
     steered each of them to a replica holder; returns the executor and, per query, its lost partitions."""
@@ -111,19 +124,11 @@ def test_q1_aggregation_fails_over_to_replicas_between_batches_and_before_a_comm
             query.feed(1)
             query.wait_processed()
             wait_converged(address, query, 1, 60)
-            executors_before = set(executor_pids())
-            loads_before = set(checkpoint_load_lines(spark))
-            faults.write_text("commit kill 0")
-            query.feed(1)
-            query.wait_processed(180)
-            assert not faults.exists(), "the fault point was not reached"
-            assert set(executor_pids()) != executors_before, "no executor was killed"
             # Partition 0's retry loads from a replica or a peer. Spark may also run again partitions the killed
             # executor had committed in that batch (it resubmits the stage of a lost executor): their replicas may
             # hold the version the re-run writes again, and serve the one before by their undo records. None
             # loads from the checkpoint location.
-            loads = [line for line in checkpoint_load_lines(spark) if line not in loads_before]
-            assert not loads, loads
+            assert not kill_at(spark, query, faults, "commit kill 0")
             query.feed(2)
             query.wait_processed()
         finally:
@@ -143,16 +148,8 @@ def test_a_batch_rerun_after_an_executor_kill_loads_from_a_replica_of_the_versio
         query = RecordedQuery(spark, tmp_path / "agg", EVENTS, aggregation, "update", keyed_rows(3000, 2000))
         try:
             address = warm(spark, [query], 1)
-            executors_before = set(executor_pids())
-            loads_before = set(checkpoint_load_lines(spark))
             rerun = query.last_batch_id() + 1
-            faults.write_text("acked kill 0")
-            query.feed(1)
-            query.wait_processed(180)
-            assert not faults.exists(), "the fault point was not reached"
-            assert set(executor_pids()) != executors_before, "no executor was killed"
-            loads = [line for line in checkpoint_load_lines(spark) if line not in loads_before]
-            assert not loads, loads
+            assert not kill_at(spark, query, faults, "acked kill 0")
             sources = load_sources(query.progress_of(rerun))
             assert sources["checkpoint"] == 0 and sources["replica"] + sources["peer"] >= 1, sources
             query.feed(2)

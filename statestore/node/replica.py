@@ -289,28 +289,7 @@ class Replica:
         self._buffer_bytes.clear()
         for version in [v for v in self._fingerprints if v > target]:
             del self._fingerprints[version]
-        if self._revert_one(target):
-            log_event(
-                _log,
-                "history_rewound",
-                logging.WARNING,
-                store=self.store_id,
-                reason=reason,
-                held=held,
-                target=target,
-                version=self.version,
-                source="undo_record",
-            )
-            return
-        restored = self._restore_from_checkpoint_location(target)
-        self._replace_store(restored)
-        source = "checkpoint_location" if restored is not None else "none"
-        if self.version != target and target > 0:
-            self._bootstrap(primary_address)
-            source = "primary_snapshot" if self.version > 0 else source
-        if self.version > target:  # a snapshot past the rewritten version cannot be used
-            self._replace_store(None)
-            source = "none"
+        source = "undo_record" if self._revert_one(target) else self._rebuild(target, primary_address)
         log_event(
             _log,
             "history_rewound",
@@ -322,6 +301,20 @@ class Replica:
             version=self.version,
             source=source,
         )
+
+    def _rebuild(self, target: int, primary_address: str) -> str:
+        """Replace the store by one at `target` (or below, or empty): restored from the checkpoint location, else
+        a snapshot of the primary's node. Returns where it came from."""
+        restored = self._restore_from_checkpoint_location(target)
+        self._replace_store(restored)
+        source = "checkpoint_location" if restored is not None else "none"
+        if self.version != target and target > 0:
+            self._bootstrap(primary_address)
+            source = "primary_snapshot" if self.version > 0 else source
+        if self.version > target:  # a snapshot past the rewritten version cannot be used
+            self._replace_store(None)
+            source = "none"
+        return source
 
     def _revert_one(self, target: int) -> bool:
         """Take the store back to `target` with the undo record of the version it holds, if that is one version
