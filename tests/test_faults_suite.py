@@ -7,21 +7,23 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from spark_provider.fault_suite import report, scenarios, schedule
 from spark_provider.fault_suite.suite import Result, as_json
+from spark_provider.fault_suite.suite_operators import OPERATORS
 from spark_provider.fault_suite.suite_query import SuiteQuery, compare, expected_outputs, input_rows, recorded_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def ran(tmp_path: Path, files_per_batch: list[int]) -> SuiteQuery:
+def ran(tmp_path: Path, files_per_batch: list[int], operator: str = "aggregation") -> SuiteQuery:
     """A query directory as a run leaves it: batch b took `files_per_batch[b]` files (its offset log) and wrote
     exactly the recomputed outputs."""
-    query = SuiteQuery(None, tmp_path, keys=50, rows=40)
+    query = SuiteQuery(None, tmp_path, keys=50, rows=40, operator=operator)
     offsets = query.checkpoint / "offsets"
     offsets.mkdir(parents=True)
     taken = -1
@@ -70,6 +72,49 @@ def test_a_lost_update_a_duplicated_one_and_a_missing_output_are_counted(tmp_pat
     assert result.missing == [1] and not result.exact
     # A batch the commit log does not hold yet is not judged.
     assert compare(query, 1).exact
+
+
+def _brute_force(operator: str, batches: list[list[dict]], batch: int) -> list[tuple]:
+    """What `operator` outputs for `batch`, recomputed naively: its whole output over every row up to `batch`,
+    less its whole output over the rows before it (the operators whose output is not running totals)."""
+
+    def everything(rows: list[dict]) -> list[tuple]:
+        if operator == "dropDuplicates":
+            return sorted({(r["k"], r["v"] % 8) for r in rows})
+        left = [r for r in rows if r["v"] % 2 == 0]
+        right = [r for r in rows if r["v"] % 2 == 1]
+        return sorted((a["k"], a["v"], b["v"]) for a in left for b in right if a["k"] == b["k"])
+
+    before = [r for rows in batches[:batch] for r in rows]
+    now = Counter(everything(before + batches[batch]))
+    now.subtract(Counter(everything(before)))
+    return sorted(now.elements())
+
+
+@pytest.mark.parametrize("operator", ["dropDuplicates", "join"])
+def test_the_recomputation_of_dedup_and_join_matches_a_naive_one(operator: str) -> None:
+    batches = [input_rows(i, 30, 25, "faults") for i in range(5)]
+    expected = OPERATORS[operator].expected(batches)
+    for batch in range(5):
+        assert expected.get(batch, []) == _brute_force(operator, batches, batch)
+    assert sum(len(rows) for rows in expected.values()) > 20  # the input does make outputs
+
+
+@pytest.mark.parametrize("operator", ["dropDuplicates", "join", "applyInPandasWithState"])
+def test_every_operator_s_referee_counts_missing_and_repeated_output_rows(tmp_path: Path, operator: str) -> None:
+    query = ran(tmp_path, [1, 1, 1], operator)
+    assert compare(query, 3).exact
+    rows = recorded_outputs(query.output_dir)[1]
+    tamper(query, 1, lambda rows: rows[1:])
+    result = compare(query, 3)
+    assert result.differing == [1] and not result.exact
+    if OPERATORS[operator].running_count:  # a later output of the key carries its total again
+        assert result.lost_updates == 0
+    else:
+        assert (result.lost_updates, result.duplicated_updates) == (1, 0)
+    tamper(query, 1, lambda _: [*rows, rows[0]])
+    result = compare(query, 3)
+    assert not result.exact and (OPERATORS[operator].running_count or result.duplicated_updates == 1)
 
 
 def test_the_report_has_the_issues_keys_a_table_and_a_png(tmp_path: Path) -> None:

@@ -43,6 +43,12 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         "--replay", type=Path, metavar="FILE", help="run the schedule a failing seed wrote (<out>.seed-N.json)"
     )
     faults.add_argument(
+        "--operator",
+        metavar="NAME",
+        help="with --schedule: run every seed on this operator (aggregation, dropDuplicates, join, "
+        "applyInPandasWithState; default: the seeds cycle through them)",
+    )
+    faults.add_argument(
         "--soak", type=float, metavar="SECONDS", help="with --schedule: run seeds one after another this long"
     )
     faults.set_defaults(handler=_run_faults)

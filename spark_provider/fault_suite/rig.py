@@ -384,6 +384,22 @@ class Rig:
             "every running state node alive in the controller's eyes",
         )
 
+    def keep_logs(self, into: Path) -> list[Path]:
+        """Copy every state node's log under the session's local directory, and the controller's when
+        STATESTORE_CONTROLLER_LOG names it, into `into` (a run's evidence outlives its executors); the copies."""
+        import shutil
+
+        into.mkdir(parents=True, exist_ok=True)
+        logs = sorted(self.local_dir.rglob("node.log"))
+        controller_log = os.environ.get("STATESTORE_CONTROLLER_LOG")
+        if controller_log:
+            logs.append(Path(controller_log))
+        kept = []
+        for number, log in enumerate(logs):
+            with contextlib.suppress(OSError):
+                kept.append(Path(shutil.copy(log, into / f"{number:02d}-{log.parent.name}-{log.name}")))
+        return kept
+
     def stop(self) -> None:
         self.release_disks()
         self.disarm()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from spark_provider.fault_suite.schedule import random_schedule, read_replay, write_replay
 from spark_provider.fault_suite.schedule_run import ScheduleResult, ScheduleRun, summary
+from spark_provider.fault_suite.suite_operators import OPERATORS, available_operators
 
 PARTITIONS = 4  # the suite session's spark.sql.shuffle.partitions
 
@@ -34,16 +36,26 @@ def run_schedules(args: argparse.Namespace) -> int:
             (seed, random_schedule(seed, args.events, PARTITIONS))
             for seed in range(args.first_seed, args.first_seed + args.seeds)
         ]
+    operators = _operators(args.operator)
+    if isinstance(operators, str):
+        print(f"statestore faults: {operators}", file=sys.stderr)
+        return 2
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="statestore-schedules-"))
     work.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + args.soak if args.soak else None
-    print(f"statestore faults: random schedules on {args.master}, queries under {work}", flush=True)
+    print(
+        f"statestore faults: random schedules on {args.master}, q={args.replicas}, operators {', '.join(operators)}, "
+        f"queries under {work}",
+        flush=True,
+    )
+    # The controller's log is kept beside the queries (a schedule that does not converge copies it to its own).
+    os.environ.setdefault("STATESTORE_CONTROLLER_LOG", str(work / "controller.log"))
     faults_file = work / "faults"
     spark, controller = start_session(
         args.master, work, faults_file, "statestore-schedules", replication_factor=args.replicas
     )
     rig = Rig(spark, work, faults_file, controller, q=args.replicas)
-    runner = ScheduleRun(rig, work, PARTITIONS)
+    runner = ScheduleRun(rig, work, PARTITIONS, tuple(operators))
     results: list[ScheduleResult] = []
     bar = tqdm(total=None if deadline else len(plans), unit="schedule", desc="schedules", file=sys.stderr)
     try:
@@ -71,12 +83,26 @@ def run_schedules(args: argparse.Namespace) -> int:
     report["master"] = args.master
     report["events_per_schedule"] = args.events
     report["replication_factor"] = args.replicas
+    report["operators"] = operators
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     png = _plot(report, args.out.with_suffix(".png"))
     print(table(report))
     print(f"wrote {args.out} and {png}")
     return 0 if all(_good(r) for r in results) else 1
+
+
+def _operators(chosen: str | None) -> list[str] | str:
+    """The operators the seeds cycle through (every one this installation can run, or the one chosen), or what is
+    wrong with the choice."""
+    available = available_operators()
+    if chosen is None:
+        return available
+    if chosen not in OPERATORS:
+        return f"--operator {chosen!r} is not one of {', '.join(OPERATORS)}"
+    if chosen not in available:
+        return f"--operator {chosen} needs pandas, which this installation lacks (pip install pandas)"
+    return [chosen]
 
 
 def _good(result: ScheduleResult) -> bool:
@@ -103,7 +129,7 @@ def _verdict(result: ScheduleResult) -> str:
 
 def table(report: dict) -> str:
     """One line per schedule, then the totals."""
-    lines = [f"{'seed':>5}  {'verdict':60}  {'ops done/failed':>15}  {'loads l/r/p/c':>15}  {'s':>5}"]
+    lines = [f"{'seed':>5}  {'operator':22}  {'verdict':60}  {'ops done/failed':>15}  {'loads l/r/p/c':>15}  {'s':>5}"]
     for r in report["results"]:
         ops = r["operations"]
         done = sum(o["state"] == "done" for o in ops)
@@ -114,7 +140,10 @@ def table(report: dict) -> str:
             verdict += ", not converged"
         if r["checkpoint_loads_after_settling"]:
             verdict += f", {r['checkpoint_loads_after_settling']} checkpoint loads after settling"
-        lines.append(f"{r['seed']:>5}  {verdict:60}  {f'{done}/{failed}':>15}  {loads:>15}  {r['seconds']:>5.0f}")
+        ops_text = f"{done}/{failed}"
+        lines.append(
+            f"{r['seed']:>5}  {r['operator']:22}  {verdict:60}  {ops_text:>15}  {loads:>15}  {r['seconds']:>5.0f}"
+        )
     ops = report["operations"]
     lines += [
         "",

@@ -1,11 +1,12 @@
 """Running a random schedule (`schedule.py`) against a query of its own, and judging it.
 
-The query (the suite's aggregation) warms up on three micro-batches; then each event of the schedule runs and
-one micro-batch is fed after it (a link fault is healed once that batch ended). The schedule then *settles*:
-every fault healed, the operations left running waited for (up to `SETTLE_OPERATIONS_SECONDS`), `SETTLE_BATCHES`
-micro-batches fed and the replica groups back to q replicas at their primaries' versions; the `AFTER_SETTLING`
-micro-batches fed after that must load nothing from the checkpoint location. Every micro-batch's output is
-compared with the exact recomputation.
+The query runs one of the suite's stateful operators (`suite_operators.py`), picked by the seed so that the seeds in
+a row cross every operator with both checkpoint formats. It warms up on three micro-batches; then each event of the
+schedule runs and one micro-batch is fed after it (a link fault is healed once that batch ended). The schedule then
+*settles*: every fault healed, the operations left running waited for (up to `SETTLE_OPERATIONS_SECONDS`),
+`SETTLE_BATCHES` micro-batches fed and the replica groups back to q replicas at their primaries' versions; the
+`AFTER_SETTLING` micro-batches fed after that must load nothing from the checkpoint location. Every micro-batch's
+output is compared with the exact recomputation.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class ScheduleResult:
 
     seed: int
     checkpoint_format: int = 1
+    operator: str = "aggregation"
     events: list[str] = field(default_factory=list)
     exact: bool = False
     batches: int = 0
@@ -76,14 +78,21 @@ class ScheduleRun:
     rig: Rig
     root: Path
     partitions: int = 4
+    operators: tuple[str, ...] = ("aggregation",)
+
+    def operator_for(self, seed: int) -> str:
+        """The operator seed `seed` runs: seeds 2n and 2n+1 share one (formats 2 and 1), the next pair the next."""
+        return self.operators[(seed // 2) % len(self.operators)]
 
     def run(self, seed: int, events: list[Event]) -> ScheduleResult:
         """Run `events` against a new query; never raises (a broken run is reported in `detail`)."""
-        result = ScheduleResult(seed, 2 if seed % 2 == 0 else 1, [e.describe() for e in events])
+        operator = self.operator_for(seed)
+        result = ScheduleResult(seed, 2 if seed % 2 == 0 else 1, operator, [e.describe() for e in events])
         started = time.monotonic()
         # Even seeds write checkpoint format 2 (unique ids per version), odd ones format 1.
         conf = {FORMAT_KEY: "2"} if seed % 2 == 0 else {}
-        query = SuiteQuery(self.rig.spark, self.root / f"seed-{seed}", seed=f"schedule-{seed}", conf=conf)
+        root = self.root / f"seed-{seed}"
+        query = SuiteQuery(self.rig.spark, root, seed=f"schedule-{seed}", conf=conf, operator=operator)
         try:
             self.rig.settle()
             query.feed(WARM_BATCHES)
@@ -202,6 +211,7 @@ class ScheduleRun:
             result.converged = True
         except TimeoutError:
             result.converged = False
+            self.rig.keep_logs(query.root / "logs")
             result.unconverged = "; ".join(
                 f"{p.store.store_id} primary {p.primary_node} v{p.primary_version} replicas "
                 + (", ".join(f"{r.node_id} v{r.version_held}" for r in p.replicas) or "none")

@@ -1,12 +1,13 @@
 """The streaming query the fault suite disturbs, and the exact recomputation its every batch is checked against.
 
-A keyed aggregation (per key: count and sum of `v`, update mode) over a JSON file source fed one file per
-micro-batch. Each batch's output is written by `foreachBatch` to `outputs/<batch id>.json` (a re-run batch
-overwrites it, as an idempotent sink does), so that the outputs survive a killed driver. The recomputation reads
+A stateful operator (`suite_operators.py`: by default a keyed aggregation, per key the count and sum of `v`,
+update mode) over a JSON file source fed one file per micro-batch. Each batch's output is written by
+`foreachBatch` to `outputs/<batch id>.json` (a re-run batch overwrites it, as an idempotent sink does), so that
+the outputs survive a killed driver. The recomputation reads
 which files each batch took from the query's own checkpoint (its offset log: with one file per trigger, the
-source's log offset is the index of the file), and replays them: batch `b` must output, for each key its files
-hold, the key's count and sum over every file up to `b`. A key whose count is below that lost updates; above it,
-updates were applied twice.
+source's log offset is the index of the file), and replays them through the operator's recomputation: for the
+aggregation, batch `b` must output, for each key its files hold, the key's count and sum over every file up to
+`b`. A key whose count is below that lost updates; above it, updates were applied twice.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spark_provider.fault_suite.suite_operators import OPERATORS, Operator, Rows, update_differences
 from spark_provider.file_feed import publish
 from spark_provider.progress import files_processed
 
 SCHEMA = "k string, v long"
-Row = tuple[str, int, int]  # key, count, sum
 
 
 def input_rows(index: int, keys: int, rows: int, seed: str) -> list[dict]:
@@ -34,18 +35,31 @@ def input_rows(index: int, keys: int, rows: int, seed: str) -> list[dict]:
 
 @dataclass
 class SuiteQuery:
-    """The aggregation under `root` (`in/`, `checkpoint/`, `outputs/`), fed `rows` rows over `keys` keys per file."""
+    """The query under `root` (`in/`, `checkpoint/`, `outputs/`), running `operator` (a name of
+    `suite_operators.OPERATORS`), fed `rows` rows over `keys` keys per file (0: the operator's own numbers)."""
 
     spark: Any
     root: Path
-    keys: int = 2000
-    rows: int = 2000
+    keys: int = 0
+    rows: int = 0
     seed: str = "faults"
     fed: int = 0
     query: Any = None
     progress: list[dict] = field(default_factory=list)
     # SQL confs the query starts with (the session's are set for its start only): sync replication, say.
     conf: dict[str, str] = field(default_factory=dict)
+    operator: str = "aggregation"
+
+    def __post_init__(self) -> None:
+        if self.operator not in OPERATORS:
+            raise ValueError(f"unknown operator {self.operator!r}: one of {', '.join(OPERATORS)}")
+        self.keys = self.keys or self.stateful.keys
+        self.rows = self.rows or self.stateful.rows
+
+    @property
+    def stateful(self) -> Operator:
+        """The operator the query runs."""
+        return OPERATORS[self.operator]
 
     @property
     def input_dir(self) -> Path:
@@ -68,27 +82,26 @@ class SuiteQuery:
 
     def start(self) -> None:
         """Start (or restart from its checkpoint) the query on the session's provider."""
-        from pyspark.sql import functions as F
-
         self.input_dir.mkdir(parents=True, exist_ok=True)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.fed = max(self.fed, len(list(self.input_dir.glob("b*.json"))))
         output_dir = self.output_dir
+        operator = self.stateful
 
         def record(batch: Any, batch_id: int) -> None:
-            rows = sorted([r["k"], int(r["n"]), int(r["s"])] for r in batch.collect())
+            rows = sorted(operator.row(r) for r in batch.collect())
             staging = output_dir / f".{batch_id}.json.tmp"
             staging.write_text(json.dumps(rows))
             staging.replace(output_dir / f"{batch_id}.json")
 
         stream = self.spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(self.input_dir))
-        aggregated = stream.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
+        stateful = operator.build(stream)
         # A streaming query runs on a clone of the session taken at its start: confs set around the start are its own.
         for key, value in self.conf.items():
             self.spark.conf.set(key, value)
         try:
             self.query = (
-                aggregated.writeStream.outputMode("update")
+                stateful.writeStream.outputMode(operator.output_mode)
                 .foreachBatch(record)
                 .option("checkpointLocation", str(self.checkpoint))
                 .trigger(processingTime="0 seconds")
@@ -128,7 +141,7 @@ class SuiteQuery:
             self.query.stop()
 
 
-def recorded_outputs(output_dir: Path) -> dict[int, list[Row]]:
+def recorded_outputs(output_dir: Path) -> dict[int, Rows]:
     """Batch id -> the rows its last run wrote."""
     found = {}
     for path in output_dir.glob("*.json"):
@@ -156,20 +169,15 @@ def batch_files(checkpoint: Path) -> dict[int, list[int]]:
     return files
 
 
-def expected_outputs(query: SuiteQuery) -> dict[int, list[Row]]:
-    """Batch id -> the rows the aggregation must output for it, replayed from the files each batch took."""
-    totals: dict[str, tuple[int, int]] = {}
-    expected = {}
-    for batch, indexes in sorted(batch_files(query.checkpoint).items()):
-        touched = set()
-        for index in indexes:
-            for row in input_rows(index, query.keys, query.rows, query.seed):
-                count, total = totals.get(row["k"], (0, 0))
-                totals[row["k"]] = (count + 1, total + row["v"])
-                touched.add(row["k"])
-        if touched:
-            expected[batch] = sorted((k, *totals[k]) for k in touched)
-    return expected
+def expected_outputs(query: SuiteQuery) -> dict[int, Rows]:
+    """Batch id -> the rows the query's operator must output for it, replayed from the files each batch took."""
+    taken = sorted(batch_files(query.checkpoint).items())
+    inputs = [
+        [row for index in indexes for row in input_rows(index, query.keys, query.rows, query.seed)]
+        for _, indexes in taken
+    ]
+    by_position = query.stateful.expected(inputs)
+    return {taken[position][0]: rows for position, rows in by_position.items()}
 
 
 @dataclass(frozen=True)
@@ -192,20 +200,12 @@ def compare(query: SuiteQuery, committed: int) -> Comparison:
     """Compare the recorded outputs of the first `committed` batches (those the commit log holds) with the
     recomputation."""
     expected = {b: rows for b, rows in expected_outputs(query).items() if b < committed}
-    recorded = recorded_outputs(query.output_dir)
-    differing, missing = [], []
-    last_expected: dict[str, int] = {}
-    last_recorded: dict[str, int] = {}
-    for batch, rows in sorted(expected.items()):
-        last_expected.update({k: n for k, n, _ in rows})
-        if batch not in recorded:
-            missing.append(batch)
-            continue
-        last_recorded.update({k: n for k, n, _ in recorded[batch]})
-        if sorted(recorded[batch]) != rows:
-            differing.append(batch)
-    lost = sum(max(0, n - last_recorded.get(k, 0)) for k, n in last_expected.items())
-    duplicated = sum(max(0, n - last_expected.get(k, 0)) for k, n in last_recorded.items())
+    recorded = {b: rows for b, rows in recorded_outputs(query.output_dir).items() if b < committed}
+    missing = [b for b in sorted(expected) if b not in recorded]
+    differing = [
+        b for b in sorted(set(expected) | set(recorded)) if b in recorded and sorted(recorded[b]) != expected.get(b, [])
+    ]
+    lost, duplicated = update_differences(query.stateful, expected, recorded)
     return Comparison(len(expected), differing, missing, lost, duplicated)
 
 
