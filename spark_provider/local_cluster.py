@@ -4,6 +4,7 @@ line, killed with a real SIGKILL. For the demo, the failover benchmark and the t
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -20,6 +21,12 @@ def _argv(pid: int) -> list[str] | None:
     except (OSError, IndexError):
         return None
     return [a.decode(errors="replace") for a in raw.split(b"\0")]
+
+
+def executors_of(master: str, default: int = 3) -> int:
+    """How many executors `master` starts: N of `local-cluster[N,cores,memory]`, else `default`."""
+    found = re.fullmatch(r"local-cluster\[(\d+),\s*\d+,\s*\d+\]", master.strip())
+    return int(found.group(1)) if found else default
 
 
 def executor_pids() -> dict[str, int]:

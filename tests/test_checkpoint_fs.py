@@ -242,11 +242,27 @@ def test_replica_catches_up_from_an_s3_location(s3: S3Server, tmp_path: Path) ->
 def test_replica_bootstraps_from_an_s3_snapshot_served_by_the_primarys_node(
     s3: S3Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    uri = _location_uri("s3", tmp_path, "bootstrap")
+    # The snapshot is version 25: the replica pulls 26 to 29 from the primary's node, then applies 30.
+    _bootstrap_from_a_served_snapshot(_location_uri("s3", tmp_path, "bootstrap"), 25, tmp_path, caplog)
+
+
+def test_a_bootstrap_that_lands_just_below_the_shipped_increment_applies_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The snapshot is the shipped increment's base: nothing to pull, and the increment kept while the snapshot
+    came is applied at once (it stayed buffered until the next commit, the replica one version behind)."""
+    _bootstrap_from_a_served_snapshot(_location_uri("file", tmp_path, "bootstrap"), 29, tmp_path, caplog)
+
+
+def _bootstrap_from_a_served_snapshot(
+    uri: str, snapshot_every: int, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Version 30 shipped to an empty replica far behind: it bootstraps from the snapshot the primary's node
+    serves from the checkpoint location (version `snapshot_every`), and ends at 30 with the primary's content."""
     ref = common_pb2.StoreRef(store_id="0/1/default", checkpoint_dir=uri)
     location = CheckpointLocation(uri, ref.store_id)
     with VersionedStore.open(tmp_path / "primary", ref.store_id, OPTIONS) as primary:
-        _commit(primary, location, 30, snapshot_every=25)
+        _commit(primary, location, 30, snapshot_every=snapshot_every)
         expected = _content(primary)
     # The primary's node: its Bootstrap and Pull serve the partition from the checkpoint location (its increment
     # log is empty, as after a restart).
@@ -263,9 +279,9 @@ def test_replica_bootstraps_from_an_s3_snapshot_served_by_the_primarys_node(
         replica = replicas.get_or_create(ref)
         with caplog.at_level(logging.INFO, logger="statestore.node"):
             receipt = replica.receive(_increment_blob(location, ref, 30), primary_address=f"127.0.0.1:{port}")
-        assert receipt.held == 30
+        assert (receipt.held, replica.version) == (30, 30), receipt
         done = [r for r in caplog.records if r.getMessage() == "bootstrap_done"]
-        assert [r.fields["version"] for r in done] == [25]  # type: ignore[attr-defined]
+        assert [r.fields["version"] for r in done] == [snapshot_every]  # type: ignore[attr-defined]
         serving = [r for r in caplog.records if r.getMessage() == "bootstrap_serving"]
         assert [r.fields["source"] for r in serving] == ["checkpoint_location"]  # type: ignore[attr-defined]
         with replica.locked():

@@ -127,6 +127,7 @@ class Rig:
     controller: str
     pause_seconds: float = 6.0
     q: int = 1  # the session's replication factor
+    executors: int = EXECUTORS  # executor JVMs the session's master runs (a killed one is restarted)
     _stopped_since: dict[int, float] = field(default_factory=dict)
     _mounts: list[Path] = field(default_factory=list)
     # Operations (move, drain, rebalance) the current scenario started: the suite judges how each ended.
@@ -369,13 +370,14 @@ class Rig:
 
     def settle(self, timeout: float = 180.0) -> None:
         """Back to a healthy cluster between scenarios: nothing armed, nothing paused, no small disk, the proxies
-        passing, `EXECUTORS` executor JVMs running and every running node alive in the controller's eyes."""
+        passing, `executors` executor JVMs running and every running node alive in the controller's eyes."""
         self.disarm()
         self.proxy.set("pass")
         self.set_links("pass")
         self.resume_paused(0)
         self.release_disks()
-        wait_for(lambda: len(local_cluster.executor_pids()) >= EXECUTORS, timeout, f"{EXECUTORS} executors running")
+        wanted = self.executors
+        wait_for(lambda: len(local_cluster.executor_pids()) >= wanted, timeout, f"{wanted} executors running")
         # Every running node alive in the controller's eyes (a node killed and not restarted yet comes back at its
         # executor's next commit: a new executor's node starts with the executor).
         wait_for(

@@ -14,6 +14,7 @@ from pathlib import Path
 from spark_provider.fault_suite.schedule import random_schedule, read_replay, write_replay
 from spark_provider.fault_suite.schedule_run import ScheduleResult, ScheduleRun, summary
 from spark_provider.fault_suite.suite_operators import OPERATORS, available_operators
+from spark_provider.local_cluster import executors_of
 
 PARTITIONS = 4  # the suite session's spark.sql.shuffle.partitions
 
@@ -54,7 +55,7 @@ def run_schedules(args: argparse.Namespace) -> int:
     spark, controller = start_session(
         args.master, work, faults_file, "statestore-schedules", replication_factor=args.replicas
     )
-    rig = Rig(spark, work, faults_file, controller, q=args.replicas)
+    rig = Rig(spark, work, faults_file, controller, q=args.replicas, executors=executors_of(args.master))
     runner = ScheduleRun(rig, work, PARTITIONS, tuple(operators))
     results: list[ScheduleResult] = []
     bar = tqdm(total=None if deadline else len(plans), unit="schedule", desc="schedules", file=sys.stderr)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_provider import local_cluster
-from spark_provider.fault_suite.rig import EXECUTORS, Rig
+from spark_provider.fault_suite.rig import Rig
 from spark_provider.fault_suite.schedule import Event
 from spark_provider.fault_suite.suite_query import SuiteQuery, committed_batches, compare
 from spark_provider.progress import load_sources
@@ -133,7 +133,7 @@ class ScheduleRun:
             result.operations.append(self._command(event, query, picked))
         elif event.kind == "kill-executor":
             # Never below two executors: the query needs somewhere to run (Spark restarts the killed one).
-            if picked and len(local_cluster.executor_pids()) >= EXECUTORS:
+            if picked and len(local_cluster.executor_pids()) >= rig.executors:
                 rig.kill_executor(picked)
         elif event.kind in ("kill-node", "restart-node-empty"):
             with contextlib.suppress(LookupError, TimeoutError):
@@ -203,7 +203,8 @@ class ScheduleRun:
             )
             for operation in running:
                 _record(operation, client.operation(operation.operation_id))
-        wait_for(lambda: len(local_cluster.executor_pids()) >= EXECUTORS, 120, f"{EXECUTORS} executors running")
+        wanted = self.rig.executors
+        wait_for(lambda: len(local_cluster.executor_pids()) >= wanted, 120, f"{wanted} executors running")
         query.feed(SETTLE_BATCHES)
         self._batch(query, "settling")
         try:

@@ -245,8 +245,12 @@ class Replica:
     # ----------------------------------------------------------------- catch-up
 
     def _fill(self, target: int, primary_address: str) -> None:
-        """Apply the increments up to `target` that this replica lacks, from the primary, else the checkpoint."""
+        """Apply the increments up to `target` that this replica lacks, from the primary, else the checkpoint;
+        then the buffered ones that follow."""
         if self.version >= target:
+            # A bootstrap may have landed right below a buffered increment: nothing to pull, but it applies now
+            # (left in the buffer, it waited for the next commit, the replica a version behind until then).
+            self._drain_buffer()
             return
         start = self.version
         used: list[str] = []
