@@ -42,6 +42,7 @@ from handover.failover import LocateFunction, Steer, SteerFunction
 from placement import ReplicaGroup
 from statestore.cluster.membership import Membership, NodeRecord, PartitionRecord
 from statestore.logs import log_event
+from statestore.rpc import control_pb2
 
 _log = logging.getLogger("statestore.controller.handover")
 
@@ -287,7 +288,10 @@ class HandOverProtocol:
                 f"partition {move.task} is no longer reported by any node (its query stopped, or its primary "
                 "unloaded it and no batch ran since): nothing to steer; move it again once it runs"
             )
-        unplaced = [s.store.store_id for s in stores if not (s.report.place.run_id and s.report.place.state_root)]
+        # The reports as they are now: a heartbeat may replace a record's report meanwhile (a node restarted reports
+        # its partitions without Spark's run id), and the decisions must rest on the reports checked here.
+        reports = [(store, store.report) for store in stores]
+        unplaced = [s.store.store_id for s, report in reports if not (report.place.run_id and report.place.state_root)]
         if unplaced:
             # A node restarted since the partition's last commit has not heard Spark's run id yet: its provider
             # tells it at the partition's next commit.
@@ -302,9 +306,9 @@ class HandOverProtocol:
                 )
             return
         move.attempts += 1
-        move.steered_at_version = min(store.report.version for store in stores)
-        move.resteered_at = max(store.report.version for store in stores)
-        for decision in self._decisions(move, stores, target):
+        move.steered_at_version = min(report.version for _, report in reports)
+        move.resteered_at = max(report.version for _, report in reports)
+        for decision in self._decisions(reports, target):
             self._levers.steer(decision)
         self._record(
             move,
@@ -313,23 +317,26 @@ class HandOverProtocol:
             f"{target.executor_id}",
         )
 
-    def _decisions(self, move: HandOver, stores: list[PartitionRecord], target: NodeRecord) -> list[Steer]:
+    def _decisions(
+        self, reports: list[tuple[PartitionRecord, control_pb2.PrimaryReport]], target: NodeRecord
+    ) -> list[Steer]:
+        """One steer per store of the task partition, from the reports given; a store whose report lacks Spark's
+        run id (its node restarted since its last commit) is left out: its next commit tells it."""
         decisions = []
-        for store in stores:
-            place = store.report.place
-            if not place.run_id or not place.state_root:
-                raise _Failed(f"{store.store.store_id}: Spark's run id and state root are not known yet")
+        for store, report in reports:
+            if not (report.place.run_id and report.place.state_root):
+                continue
             held = target.replicas_held.get(store.key, 0)
             decisions.append(
                 Steer(
                     store.store,
-                    place.run_id,
-                    place.state_root,
+                    report.place.run_id,
+                    report.place.state_root,
                     target.executor_id,
                     target.executor_host,
                     target.node_id,
                     held,
-                    store.report.version,
+                    report.version,
                     "",
                 )
             )
@@ -396,7 +403,7 @@ class HandOverProtocol:
                 f"(attempt {move.attempts})",
                 logging.WARNING if missed else logging.INFO,
             )
-            for decision in self._decisions(move, stores, target):
+            for decision in self._decisions([(s, s.report) for s in stores], target):
                 self._levers.steer(decision)
             return
         move.waiting_for = (
@@ -408,7 +415,7 @@ class HandOverProtocol:
 
     def _missed(self, move: HandOver, stores: list[PartitionRecord], target: NodeRecord) -> str:
         """Where Spark placed the partition instead of B since the steer ("" when nowhere else)."""
-        for decision in self._decisions(move, stores, target):
+        for decision in self._decisions([(s, s.report) for s in stores], target):
             try:
                 location = self._levers.locate(decision)
             except Exception as exc:  # the driver is stopping: the promote timeout ends the move
