@@ -495,6 +495,46 @@ def test_a_steered_move_whose_partition_no_node_claims_waits_for_sparks_batch(cl
     assert move.step is Step.PROMOTED, move.log
 
 
+def test_a_steered_move_whose_source_node_restarts_keeps_waiting_for_sparks_batch(clock: FakeClock) -> None:
+    """After the steer, A's node restarts and reports the partition without Spark's run id (its provider tells it
+    at the next commit). Checking where Spark ran the partition used to fail the move on that report ("run id and
+    state root are not known yet"); the move waits on, and B's batch promotes it."""
+    membership = Membership(dead_after=3.0, clock=clock)
+
+    def heartbeat(node: str, primaries: list[control_pb2.PrimaryReport] = ()) -> None:
+        replicas = [store("0/1/default")] if node == "b" else []
+        membership.heartbeat(
+            control_pb2.HeartbeatRequest(
+                node=control_pb2.NodeRef(node_id=node, address=f"{node}:1", executor_id=node, executor_host="h"),
+                primaries=list(primaries),
+                replicas_held=[common_pb2.VersionHeld(store=s, version=3) for s in replicas],
+            )
+        )
+
+    heartbeat("a", [placed("0/1/default", 3)])
+    heartbeat("b")
+    steered, located = [], []
+    levers = SparkLevers(steer=steered.append, locate=lambda steer: located.append(steer) or "")
+    protocol = HandOverProtocol(membership, ReplicaGroups(membership, q=1), levers, HandOverSettings(), clock, 0.0)
+    move = HandOver(task("0/1/default"), "a", "b", ReplicaGroup("b", ("a",)))
+    protocol.decide(move)
+    protocol.advance(move, may_steer=True)
+    protocol.advance(move, may_steer=True)
+    assert move.step is Step.STEERED and len(steered) == 1
+    # A's node restarted and reports a version committed since the steer, without the run id.
+    unplaced = control_pb2.PrimaryReport(store=store("0/1/default"), version=4)
+    for now in (1.0, 2.0):
+        clock.now = now
+        heartbeat("a", [unplaced])
+        heartbeat("b")
+        protocol.advance(move, may_steer=True)
+    assert move.step is Step.STEERED, move.error
+    assert "Spark to run a batch of the partition on executor b" in move.waiting_for and not located
+    heartbeat("b", [placed("0/1/default", 5)])  # Spark ran the next batch on b's executor
+    protocol.advance(move, may_steer=True)
+    assert move.step is Step.PROMOTED, move.log
+
+
 def test_a_stopped_querys_moves_end_at_once_and_its_primaries_stay(clock: FakeClock) -> None:
     """The driver's listener says a query run stopped: its partitions' moves end saying so, instead of waiting
     five minutes for a batch that will not come, and later commands leave their primaries where they are."""
