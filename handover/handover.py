@@ -436,8 +436,15 @@ class HandOverProtocol:
         keys = [store.key for store in stores]
         # As the plan in force says now: a re-plan after the primary moved may keep A after all.
         keeps = all(self._groups.has_role(key, move.source) for key in keys)
+        target = self._membership.node(move.final.primary)
         if source is None or not self._membership.is_alive(source):
             outcome = "its node is gone"
+        elif move.moves_primary and (target is None or not self._membership.is_alive(target)):
+            # B was lost after its promotion: the failover path owns the partition now, and A may well be its
+            # primary again. Waiting for A to unload a copy Spark now uses would wait out settle_timeout.
+            outcome = f"left as it is: the new primary's node {move.final.primary} was lost after the promotion"
+        elif move.moves_primary and any(store.primary != move.final.primary for store in stores):
+            outcome = "left as it is: the partition moved on since the promotion (a later move or a failover)"
         else:
             still_primary = any(key in source.primaries for key in keys)
             holds = all(key in source.replicas_held for key in keys)

@@ -535,6 +535,45 @@ def test_a_steered_move_whose_source_node_restarts_keeps_waiting_for_sparks_batc
     assert move.step is Step.PROMOTED, move.log
 
 
+def test_a_move_whose_new_primary_is_lost_after_the_promotion_ends_without_waiting_on_a(clock: FakeClock) -> None:
+    """B is killed right after its promotion (the partition fails over, maybe back to A). The move's last step
+    waited the whole settle_timeout (3 minutes) for A to unload a copy Spark may use again; it ends once B is
+    known dead, saying so."""
+    membership = Membership(dead_after=3.0, clock=clock)
+
+    def heartbeat(node: str, primaries: list[control_pb2.PrimaryReport] = ()) -> None:
+        replicas = [store("0/1/default")] if node == "b" else []
+        membership.heartbeat(
+            control_pb2.HeartbeatRequest(
+                node=control_pb2.NodeRef(node_id=node, address=f"{node}:1", executor_id=node, executor_host="h"),
+                primaries=list(primaries),
+                replicas_held=[common_pb2.VersionHeld(store=s, version=3) for s in replicas],
+            )
+        )
+
+    heartbeat("a", [placed("0/1/default", 3)])
+    heartbeat("b")
+    levers = SparkLevers(steer=lambda _steer: None, locate=lambda _steer: "")
+    protocol = HandOverProtocol(membership, ReplicaGroups(membership, q=1), levers, HandOverSettings(), clock, 0.0)
+    move = HandOver(task("0/1/default"), "a", "b", ReplicaGroup("b", ("a",)))
+    protocol.decide(move)
+    protocol.advance(move, may_steer=True)
+    protocol.advance(move, may_steer=True)
+    heartbeat("b", [placed("0/1/default", 4)])  # Spark ran the batch on b's executor
+    protocol.advance(move, may_steer=True)
+    assert move.step is Step.PROMOTED, move.log
+    stale = placed("0/1/default", 3)
+    clock.now = stale.seconds_since_commit = 2.0
+    heartbeat("a", [stale])  # a still has its copy loaded: the move waits for it to unload
+    protocol.advance(move, may_steer=True)
+    assert move.step is Step.PROMOTED and "to unload its copy" in move.waiting_for
+    clock.now = stale.seconds_since_commit = 4.0  # b is killed: no heartbeat for over dead_after
+    heartbeat("a", [stale])
+    protocol.advance(move, may_steer=True)
+    assert move.step is Step.DONE, move.waiting_for
+    assert move.source_after == "left as it is: the new primary's node b was lost after the promotion"
+
+
 def test_a_stopped_querys_moves_end_at_once_and_its_primaries_stay(clock: FakeClock) -> None:
     """The driver's listener says a query run stopped: its partitions' moves end saying so, instead of waiting
     five minutes for a batch that will not come, and later commands leave their primaries where they are."""
