@@ -208,5 +208,6 @@ def test_a_random_schedule_runs_exact_against_a_real_spark_query(tmp_path: Path)
     assert (data["schedules"], data["exact"], data["lost_updates"], data["duplicated_updates"]) == (1, 1, 0, 0), data
     assert data["operations"]["failed"] == data["operations"]["failed_with_reason"], data["operations"]
     assert data["operations"]["still_running"] == 0, data["results"]
+    assert data["operations"]["over_bound"] == 0 and data["operations"]["bound_seconds"] == 60, data["results"]
     assert data["checkpoint_loads_after_settling"] == 0, data["results"]
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from spark_provider.fault_suite.schedule import random_schedule, read_replay, write_replay
-from spark_provider.fault_suite.schedule_run import ScheduleResult, ScheduleRun, summary
+from spark_provider.fault_suite.schedule_run import OPERATION_BOUND_SECONDS, ScheduleResult, ScheduleRun, summary
 from spark_provider.fault_suite.suite_operators import OPERATORS, available_operators
 from spark_provider.local_cluster import executors_of
 
@@ -108,7 +108,10 @@ def _operators(chosen: str | None) -> list[str] | str:
 
 def _good(result: ScheduleResult) -> bool:
     operations_ok = all(o.state in ("done", "refused") or (o.state == "failed" and o.reason) for o in result.operations)
-    return result.exact and operations_ok and result.checkpoint_loads_after_settling == 0 and result.converged
+    in_bound = all(o.seconds <= OPERATION_BOUND_SECONDS for o in result.operations)
+    return (
+        result.exact and operations_ok and in_bound and result.checkpoint_loads_after_settling == 0 and result.converged
+    )
 
 
 def _verdict(result: ScheduleResult) -> str:
@@ -122,6 +125,9 @@ def _verdict(result: ScheduleResult) -> str:
     unended = [o for o in result.operations if o.state not in ("done", "failed", "refused")]
     if unended:
         problems.append(f"{len(unended)} operation(s) still {unended[0].state or 'running'}")
+    slow = [o for o in result.operations if o.seconds > OPERATION_BOUND_SECONDS]
+    if slow:
+        problems.append(f"{len(slow)} operation(s) past the {OPERATION_BOUND_SECONDS:g} s bound")
     silent = [o for o in result.operations if o.state == "failed" and not o.reason]
     if silent:
         problems.append(f"{len(silent)} failed operation(s) without a reason")
@@ -151,7 +157,8 @@ def table(report: dict) -> str:
         f"{report['exact']}/{report['schedules']} schedules exact; updates lost {report['lost_updates']}, applied "
         f"twice {report['duplicated_updates']}; operations done {ops['done']}, failed {ops['failed']} "
         f"({ops['failed_with_reason']} with a reason), still running {ops['still_running']}, median "
-        f"{ops['median_seconds']} s, max {ops['max_seconds']} s; loads {report['loads']}; checkpoint loads after "
+        f"{ops['median_seconds']} s, max {ops['max_seconds']} s ({ops['over_bound']} past the "
+        f"{ops['bound_seconds']:g} s bound); loads {report['loads']}; checkpoint loads after "
         f"settling {report['checkpoint_loads_after_settling']}",
     ]
     return "\n".join(lines)

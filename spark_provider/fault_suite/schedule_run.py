@@ -35,6 +35,9 @@ SETTLE_BATCHES = 3
 AFTER_SETTLING = 2
 CONVERGE_SECONDS = 120.0
 WARM_BATCHES = 3
+# The bound an operation (done or failed) must end within, from its command: a command of several moves waits a
+# micro-batch or two per move, and a fault ends a move within seconds (handover_scenarios.OPERATION_BOUND_SECONDS).
+OPERATION_BOUND_SECONDS = 60.0
 SOURCES = ("local", "replica", "peer", "checkpoint")
 FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
@@ -276,6 +279,8 @@ def summary(results: list[ScheduleResult]) -> dict:
             "refused": sum(o.state == "refused" for r in results for o in r.operations),
             "median_seconds": round(statistics.median(seconds), 1) if seconds else 0.0,
             "max_seconds": max(seconds, default=0.0),
+            "bound_seconds": OPERATION_BOUND_SECONDS,
+            "over_bound": sum(s > OPERATION_BOUND_SECONDS for s in seconds),
         },
         "loads": loads,
         "checkpoint_loads_after_settling": sum(r.checkpoint_loads_after_settling for r in results),
