@@ -22,7 +22,9 @@ The protocol's steps, in the seed's order (`HandOver.advance` takes them one aft
    and B's node becomes p's primary (`PROMOTE`); the load reports where its state came from.
 6. **Merge and settle**: B's provider merges the writes batch b* made before the increment was applied
    (partial state, the provider's `PendingIncrement`); A's copy settles: A adopts its unloaded store as a
-   replica when p's new group keeps it (`DEMOTE`), else it drops it (the plan retires it).
+   replica when p's new group keeps it (`DEMOTE`), else it drops it (the plan retires it). If B is lost after
+   its promotion, or another node became p's primary since (a failover, a later move), A's copy is left as it
+   is and the move ends: the failover path owns p now.
 
 Without a primary move (only p's replicas change: a drain, a rebalance), steps 3 to 5 are skipped.
 
