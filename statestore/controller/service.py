@@ -17,6 +17,7 @@ from statestore.controller.sent_groups import SentGroups
 from statestore.controller.status import build_status
 from statestore.faults.points import FaultInjected, fault_point
 from statestore.logs import log_event
+from statestore.message_integrity import arrived_intact, checksum_metadata
 from statestore.partition_key import normalized, partition_key
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
 
@@ -61,6 +62,12 @@ class ControlService(control_pb2_grpc.ControlServicer):
     ) -> control_pb2.HeartbeatReply:
         """Record the node's report; answer with its primary partitions' replica groups, its demotions, the
         replicas it should drop and the partitions a running hand-over moves to it."""
+        if not arrived_intact(request, context.invocation_metadata()):
+            context.abort(
+                grpc.StatusCode.DATA_LOSS,
+                f"the heartbeat of node {request.node.node_id!r} arrived corrupted (its checksum does not match): "
+                "ignored; the node sends the next one",
+            )
         if not request.node.node_id:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "node.node_id is required")
         try:
@@ -86,7 +93,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
         for store in retired:
             log_event(_log, "replica_retired", node=node_id, store=store.store_id, checkpoint=store.checkpoint_dir)
         incoming = self.operations.incoming(node_id)
-        return control_pb2.HeartbeatReply(
+        reply = control_pb2.HeartbeatReply(
             groups=groups,
             demoted=demoted,
             retired_replicas=retired,
@@ -94,6 +101,8 @@ class ControlService(control_pb2_grpc.ControlServicer):
             groups_epoch=epoch,
             reports_epoch=reports_epoch,
         )
+        context.set_trailing_metadata(checksum_metadata(reply))
+        return reply
 
     def Status(self, request: control_pb2.StatusRequest, context: grpc.ServicerContext) -> control_pb2.StatusReply:
         """Nodes, partitions, replica groups, versions held and lag, how each partition was last loaded."""
@@ -114,9 +123,7 @@ class ControlService(control_pb2_grpc.ControlServicer):
         self, request: control_pb2.RebalanceRequest, context: grpc.ServicerContext
     ) -> control_pb2.OperationStatus:
         """Re-plan and start carrying out the moves (only plan them with dry_run)."""
-        return self._command(
-            context, "rebalance", lambda: self.operations.rebalance(request.strategy, request.dry_run)
-        )
+        return self._command(context, "rebalance", lambda: self.operations.rebalance(request.strategy, request.dry_run))
 
     def Operation(
         self, request: control_pb2.OperationRequest, context: grpc.ServicerContext

@@ -18,6 +18,7 @@ import grpc
 
 from statestore import auth
 from statestore.logs import log_event
+from statestore.message_integrity import arrived_intact, checksum_metadata
 from statestore.node.settings import NodeSettings
 from statestore.partition_key import normalized, partition_key
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
@@ -99,7 +100,17 @@ class Heartbeater:
                     self._registered = True
                     log_event(_log, "registered", controller=self._settings.controller, node=self._node.node_id)
                 request, reports = self._request()
-                reply = self._stub.Heartbeat(request, timeout=2.0)
+                reply, call = self._stub.Heartbeat.with_call(request, timeout=2.0, metadata=checksum_metadata(request))
+                if not arrived_intact(reply, call.trailing_metadata()):
+                    # Believed, a changed byte could demote or retire the wrong partition: wait for the next beat.
+                    log_event(
+                        _log,
+                        "controller_reply_corrupt",
+                        logging.WARNING,
+                        controller=self._settings.controller,
+                        detail="the heartbeat's reply does not match its checksum: ignored",
+                    )
+                    return False
             except grpc.RpcError as exc:
                 self._failures += 1
                 if self._failures == 1 or self._failures % 20 == 0:
