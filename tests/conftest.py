@@ -192,3 +192,17 @@ def checkpoint_ids(checkpoint: Path) -> list[str]:
         for per_partition in json.loads(document).get("stateUniqueIds", {}).values():
             ids += [i for store_ids in per_partition for i in store_ids]
     return ids
+
+
+@pytest.fixture(scope="module")
+def controller() -> Iterator[Any]:
+    """A controller on a loopback port of its own, shared by a test module; nodes are never counted dead nor
+    forgotten while it runs."""
+    from statestore.controller.server import Controller
+
+    server = Controller("127.0.0.1:0", dead_after=600.0, forget_after=600.0)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop(grace=0.5)

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -703,12 +702,14 @@ def test_a_command_given_while_another_runs_is_queued_and_planned_when_its_turn_
         clock.now = 10.0
         for node in ("a", "b", "d"):  # a and d are left for the primaries and their replicas once b is drained
             beat(membership, node, executor=node != "d")
-        ended = wait_until(lambda: operations.status(first.operation_id).state == "failed" and operations.status(
-            first.operation_id))
+        ended = wait_until(
+            lambda: operations.status(first.operation_id).state == "failed" and operations.status(first.operation_id)
+        )
         assert ended.moves[0].error == "target executor c (node c) lost at step warming up", ended
         assert not ended.moves[0].waiting_for
-        started = wait_until(lambda: operations.status(queued.operation_id).state != "queued" and operations.status(
-            queued.operation_id))
+        started = wait_until(
+            lambda: operations.status(queued.operation_id).state != "queued" and operations.status(queued.operation_id)
+        )
         assert started.kind == "drain" and "b" in operations.draining(), started
     finally:
         operations.stop()
@@ -743,8 +744,11 @@ def test_a_move_whose_target_node_restarts_ends_at_once_naming_it(membership: Me
         started = operations.move([PartitionMoveRequest("1", "c")])
         assert wait_until(lambda: operations.status(started.operation_id).moves[0].step == "warming up")
         membership.register(control_pb2.NodeRef(node_id="c", address="c:2", executor_id="c", executor_host="host-c"))
-        failed = wait_until(lambda: operations.status(started.operation_id).state == "failed" and operations.status(
-            started.operation_id))
+        failed = wait_until(
+            lambda: (
+                operations.status(started.operation_id).state == "failed" and operations.status(started.operation_id)
+            )
+        )
         assert failed.moves[0].error == (
             "the state node of target executor c (node c) restarted at step warming up: the copy it was given is "
             "gone (move it again)"
@@ -766,8 +770,9 @@ def test_a_queued_command_that_can_no_longer_be_planned_ends_failed_with_the_rea
         for node in ("a", "b"):
             beat(membership, node)
         wait_until(lambda: operations.status(first.operation_id).state == "failed")
-        failed = wait_until(lambda: operations.status(queued.operation_id).state == "failed" and operations.status(
-            queued.operation_id))
+        failed = wait_until(
+            lambda: operations.status(queued.operation_id).state == "failed" and operations.status(queued.operation_id)
+        )
         assert failed.error.startswith("could not be planned when its turn came: executor 'c' (node c) is dead"), failed
         assert not operations.running
     finally:
@@ -782,16 +787,6 @@ def test_drain_refuses_to_leave_no_live_executor() -> None:
 
 
 # ------------------------------------------------------------------------------------------------- the CLI
-
-
-@pytest.fixture(scope="module")
-def controller() -> Iterator[Controller]:
-    server = Controller("127.0.0.1:0", dead_after=600.0, forget_after=600.0)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop(grace=0.5)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -893,8 +888,9 @@ def test_a_move_to_a_decommissioning_executor_fails_and_its_drain_follows(member
     try:
         move = operations.move([PartitionMoveRequest("1", "c")])  # c holds nothing: it warms up first
         assert operations.decommissioning("c") is None  # the move's operation still runs
-        failed = wait_until(lambda: operations.status(move.operation_id).state == "failed" and operations.status(
-            move.operation_id))
+        failed = wait_until(
+            lambda: operations.status(move.operation_id).state == "failed" and operations.status(move.operation_id)
+        )
         assert "Spark is decommissioning executor c" in failed.moves[0].error
         drain = wait_until(lambda: operations.decommissioning("c"))
         assert operations.status(drain).kind == "decommission" and "c" in operations.draining()

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import grpc
 import pytest
 
@@ -12,16 +10,6 @@ from statestore import auth
 from statestore.controller.server import Controller
 from statestore.message_integrity import CHECKSUM_KEY, arrived_intact, checksum, checksum_metadata
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc
-
-
-@pytest.fixture
-def controller() -> Iterator[Controller]:
-    server = Controller("127.0.0.1:0", dead_after=600.0, forget_after=600.0)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop(grace=0.5)
 
 
 def heartbeat(checkpoint: str) -> control_pb2.HeartbeatRequest:
