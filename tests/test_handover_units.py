@@ -5,10 +5,12 @@ command line against a controller started in-process. Membership is fed real hea
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 
 import grpc
 import pytest
@@ -457,31 +459,43 @@ def placed(store_id: str, version: int) -> control_pb2.PrimaryReport:
     )
 
 
-def test_a_steered_move_whose_partition_no_node_claims_waits_for_sparks_batch(clock: FakeClock) -> None:
-    """Spark's maintenance unloads A's copy after the steer; with no batch for a minute the controller forgets the
-    partition. The move waits for Spark's batch (it used to fail on an internal error), and B's load ends it."""
-    membership = Membership(dead_after=3.0, clock=clock, forget_after=60.0)
-
-    def heartbeat(node: str, primaries: list[control_pb2.PrimaryReport] = ()) -> None:
-        replicas = [store("0/1/default")] if node == "b" else []
-        membership.heartbeat(
-            control_pb2.HeartbeatRequest(
-                node=control_pb2.NodeRef(node_id=node, address=f"{node}:1", executor_id=node, executor_host="h"),
-                primaries=list(primaries),
-                replicas_held=[common_pb2.VersionHeld(store=s, version=3) for s in replicas],
-            )
+def heartbeat_b_holding_a_replica(
+    membership: Membership, node: str, primaries: Sequence[control_pb2.PrimaryReport] = ()
+) -> None:
+    """A heartbeat of `node` (its own executor) claiming `primaries`; node b also holds a replica of 0/1 at 3."""
+    replicas = [store("0/1/default")] if node == "b" else []
+    membership.heartbeat(
+        control_pb2.HeartbeatRequest(
+            node=control_pb2.NodeRef(node_id=node, address=f"{node}:1", executor_id=node, executor_host="h"),
+            primaries=list(primaries),
+            replicas_held=[common_pb2.VersionHeld(store=s, version=3) for s in replicas],
         )
+    )
 
+
+def steered_move_a_to_b(
+    clock: FakeClock, steered: list, locate: Callable = lambda _steer: "", **membership_settings: float
+) -> tuple[Callable[..., None], HandOverProtocol, HandOver, Membership]:
+    """A move of 0/1 from a (primary at version 3) to b (holding a replica), taken to its steer: the heartbeat
+    function, the protocol, the move and the membership."""
+    membership = Membership(dead_after=3.0, clock=clock, **membership_settings)
+    heartbeat = functools.partial(heartbeat_b_holding_a_replica, membership)
     heartbeat("a", [placed("0/1/default", 3)])
     heartbeat("b")
-    steered = []
-    levers = SparkLevers(steer=steered.append, locate=lambda _steer: "")
+    levers = SparkLevers(steer=steered.append, locate=locate)
     protocol = HandOverProtocol(membership, ReplicaGroups(membership, q=1), levers, HandOverSettings(), clock, 0.0)
     move = HandOver(task("0/1/default"), "a", "b", ReplicaGroup("b", ("a",)))
     protocol.decide(move)
     protocol.advance(move, may_steer=True)
     protocol.advance(move, may_steer=True)
     assert move.step is Step.STEERED and len(steered) == 1
+    return heartbeat, protocol, move, membership
+
+
+def test_a_steered_move_whose_partition_no_node_claims_waits_for_sparks_batch(clock: FakeClock) -> None:
+    """Spark's maintenance unloads A's copy after the steer; with no batch for a minute the controller forgets the
+    partition. The move waits for Spark's batch (it used to fail on an internal error), and B's load ends it."""
+    heartbeat, protocol, move, membership = steered_move_a_to_b(clock, [], forget_after=60.0)
     for now in range(2, 130, 2):  # a unloaded its copy: nobody claims the partition for two minutes
         clock.now = float(now)
         heartbeat("a")
@@ -498,28 +512,8 @@ def test_a_steered_move_whose_source_node_restarts_keeps_waiting_for_sparks_batc
     """After the steer, A's node restarts and reports the partition without Spark's run id (its provider tells it
     at the next commit). Checking where Spark ran the partition used to fail the move on that report ("run id and
     state root are not known yet"); the move waits on, and B's batch promotes it."""
-    membership = Membership(dead_after=3.0, clock=clock)
-
-    def heartbeat(node: str, primaries: list[control_pb2.PrimaryReport] = ()) -> None:
-        replicas = [store("0/1/default")] if node == "b" else []
-        membership.heartbeat(
-            control_pb2.HeartbeatRequest(
-                node=control_pb2.NodeRef(node_id=node, address=f"{node}:1", executor_id=node, executor_host="h"),
-                primaries=list(primaries),
-                replicas_held=[common_pb2.VersionHeld(store=s, version=3) for s in replicas],
-            )
-        )
-
-    heartbeat("a", [placed("0/1/default", 3)])
-    heartbeat("b")
-    steered, located = [], []
-    levers = SparkLevers(steer=steered.append, locate=lambda steer: located.append(steer) or "")
-    protocol = HandOverProtocol(membership, ReplicaGroups(membership, q=1), levers, HandOverSettings(), clock, 0.0)
-    move = HandOver(task("0/1/default"), "a", "b", ReplicaGroup("b", ("a",)))
-    protocol.decide(move)
-    protocol.advance(move, may_steer=True)
-    protocol.advance(move, may_steer=True)
-    assert move.step is Step.STEERED and len(steered) == 1
+    located: list = []
+    heartbeat, protocol, move, _ = steered_move_a_to_b(clock, [], lambda steer: located.append(steer) or "")
     # A's node restarted and reports a version committed since the steer, without the run id.
     unplaced = control_pb2.PrimaryReport(store=store("0/1/default"), version=4)
     for now in (1.0, 2.0):
@@ -538,26 +532,7 @@ def test_a_move_whose_new_primary_is_lost_after_the_promotion_ends_without_waiti
     """B is killed right after its promotion (the partition fails over, maybe back to A). The move's last step
     waited the whole settle_timeout (3 minutes) for A to unload a copy Spark may use again; it ends once B is
     known dead, saying so."""
-    membership = Membership(dead_after=3.0, clock=clock)
-
-    def heartbeat(node: str, primaries: list[control_pb2.PrimaryReport] = ()) -> None:
-        replicas = [store("0/1/default")] if node == "b" else []
-        membership.heartbeat(
-            control_pb2.HeartbeatRequest(
-                node=control_pb2.NodeRef(node_id=node, address=f"{node}:1", executor_id=node, executor_host="h"),
-                primaries=list(primaries),
-                replicas_held=[common_pb2.VersionHeld(store=s, version=3) for s in replicas],
-            )
-        )
-
-    heartbeat("a", [placed("0/1/default", 3)])
-    heartbeat("b")
-    levers = SparkLevers(steer=lambda _steer: None, locate=lambda _steer: "")
-    protocol = HandOverProtocol(membership, ReplicaGroups(membership, q=1), levers, HandOverSettings(), clock, 0.0)
-    move = HandOver(task("0/1/default"), "a", "b", ReplicaGroup("b", ("a",)))
-    protocol.decide(move)
-    protocol.advance(move, may_steer=True)
-    protocol.advance(move, may_steer=True)
+    heartbeat, protocol, move, _ = steered_move_a_to_b(clock, [])
     heartbeat("b", [placed("0/1/default", 4)])  # Spark ran the batch on b's executor
     protocol.advance(move, may_steer=True)
     assert move.step is Step.PROMOTED, move.log
