@@ -18,8 +18,18 @@ from statestore.rpc import control_pb2
 
 
 class _Context:
+    """The servicer context a direct call of the service gets: no metadata in, trailing metadata kept."""
+
+    trailing: tuple = ()
+
     def abort(self, code: object, details: str) -> None:
         raise AssertionError(f"aborted: {code} {details}")
+
+    def invocation_metadata(self) -> tuple:
+        return ()
+
+    def set_trailing_metadata(self, metadata: tuple) -> None:
+        self.trailing = metadata
 
 
 def _request(node: str, partitions: list[int], version: int = 1, **fields: int) -> control_pb2.HeartbeatRequest:

@@ -264,8 +264,18 @@ def _held_request(node: str, store: common_pb2.StoreRef) -> control_pb2.Heartbea
 
 
 class _NoContext:
+    """The servicer context a direct call of the service gets: no metadata in, trailing metadata kept."""
+
+    trailing: tuple = ()
+
     def abort(self, code: object, details: str) -> None:
         raise AssertionError(f"aborted: {details}")
+
+    def invocation_metadata(self) -> tuple:
+        return ()
+
+    def set_trailing_metadata(self, metadata: tuple) -> None:
+        self.trailing = metadata
 
 
 def test_a_restarted_controller_retires_no_replica_of_a_partition_it_has_not_seen() -> None:
