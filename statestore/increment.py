@@ -22,15 +22,23 @@ from pathlib import Path
 
 import numpy as np
 
+from statestore.contract.increment_layout import (  # generated from protos/contract/increment.toml, as the Java codec's
+    CF_DROPPED,
+    CF_EXISTS,
+    END_MAGIC,
+    FLAG_ZSTD,
+    FORMAT_VERSION,
+    LINEAGE_BYTES,
+    MAGIC,
+    OP_DELETE,
+    OP_DROP_COLUMN_FAMILY,
+    OP_MERGE,
+    OP_PUT,
+    READABLE_FORMAT_VERSIONS,
+)
 from statestore.errors import CorruptFileError, UnsupportedFormatError
 
-MAGIC = b"SSIN"
-END_MAGIC = b"NISS"
-FORMAT_VERSION = 2
-READABLE_FORMAT_VERSIONS = (1, 2)
-FLAG_ZSTD = 0x1
 KNOWN_FLAGS = FLAG_ZSTD
-LINEAGE_BYTES = 16
 # The lineage of version 0, the empty store every history starts from.
 EMPTY_LINEAGE = bytes(LINEAGE_BYTES)
 # Written as the parent of an increment whose parent's lineage is not known (a store restored from format 1
@@ -50,10 +58,10 @@ _BYTES_PER_RECORD_COLUMNS = 1 + 2 + 4 + 4
 class Op(IntEnum):
     """What a record does to its key."""
 
-    PUT = 1
-    DELETE = 2
-    MERGE = 3
-    DROP_COLUMN_FAMILY = 4
+    PUT = OP_PUT
+    DELETE = OP_DELETE
+    MERGE = OP_MERGE
+    DROP_COLUMN_FAMILY = OP_DROP_COLUMN_FAMILY
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +145,7 @@ def encode_increment(increment: Increment, compress: bool = False, level: int = 
     after = [_COUNTS.pack(n, len(increment.column_families))]
     for cf in increment.column_families:
         after.append(_pack_str(cf.name))
-        after.append(_CF_TAIL.pack(1 if cf.exists else 0, cf.key_count))
+        after.append(_CF_TAIL.pack(CF_EXISTS if cf.exists else CF_DROPPED, cf.key_count))
     after.append(_BODY_LENGTHS.pack(len(stored), len(body)))
     after.append(stored)
     after_lineage = b"".join(after)
@@ -234,7 +242,7 @@ def _verify_envelope(data: bytes, source: str) -> _Envelope:
     for _ in range(cf_count):
         name = reader.string()
         state, key_count = reader.unpack(_CF_TAIL)
-        column_families.append(ColumnFamilyState(name, state == 1, key_count))
+        column_families.append(ColumnFamilyState(name, state == CF_EXISTS, key_count))
     stored_len, raw_len = reader.unpack(_BODY_LENGTHS)
 
     body_start = reader.offset

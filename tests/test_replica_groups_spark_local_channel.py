@@ -28,6 +28,7 @@ from statestore.node.local_channel import (
     STATUS_REPLICATED,
     Committed,
     Incoming,
+    IncomingList,
     Load,
     Released,
     Reply,
@@ -204,10 +205,10 @@ def test_load_reports_reach_the_controllers_status(channel_cluster: tuple[Cluste
 
 def test_incoming_list_frames_round_trip() -> None:
     entries = [Incoming("0/1/default", "/ckpt/state/0/1", 7), Incoming("0/1/left-keyToNumValues", "s3://b/c", 0)]
-    data = encode_incoming_list(entries)
+    data = encode_incoming_list(IncomingList(entries))
     assert data[4] == INCOMING_LIST
-    assert decode_incoming_list(data[5:]) == entries
-    assert decode_incoming_list(encode_incoming_list([])[5:]) == []
+    assert decode_incoming_list(data[5:]).entries == entries
+    assert decode_incoming_list(encode_incoming_list(IncomingList([]))[5:]).entries == []
 
 
 def test_incoming_is_answered_with_the_partitions_moving_here(channel_cluster: tuple[Cluster, Path]) -> None:
@@ -220,7 +221,7 @@ def test_incoming_is_answered_with_the_partitions_moving_here(channel_cluster: t
         provider.conn.sendall(frame(INCOMING, b""))
         received = read_frame(provider.conn)
         assert received is not None and received[0] == INCOMING_LIST
-        assert decode_incoming_list(received[1]) == []
+        assert decode_incoming_list(received[1]).entries == []
         assert provider.request(frame(INCOMING, b"x")).status == STATUS_REFUSED
     finally:
         provider.close()

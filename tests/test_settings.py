@@ -15,14 +15,12 @@ from spark_provider import SettingError, enable
 from spark_provider.jar import provider_jar, pyspark_jars_dir
 from spark_provider.setting_values import Address, Choice, Flag, Integer, Number, Text
 from spark_provider.settings import BY_NAME, PREFIX, SETTINGS, spark_confs
+from statestore.contract.generate import load_spec
 
 DRIVER = Path(__file__).resolve().parents[1] / "spark_provider" / "java_test" / "io" / "statestore" / "spark"
-# The confs the Java provider reads (ProviderSettings.java); the others are the driver's controller's or Spark's.
-JAVA_READS = {
-    "local_dir", "increment_compression", "zstd_level", "write_buffer_size_mb", "block_cache_size_mb",
-    "replication_factor", "sync", "node_socket", "controller", "materialize_timeout_ms", "peer_fetch",
-    "faults_file", "partial_merge", "open_ahead", "warm_up_mb_per_second", "node_port",
-}  # fmt: skip
+# The confs the Java provider reads (ProviderSettings.java, from SettingsTable.java); the others are the driver's
+# controller's or Spark's.
+JAVA_READS = {s["name"] for s in load_spec("provider_settings")["setting"] if s.get("java")}
 # Bad conf strings for each kind of value, and good ones with the conf string they become.
 BAD = {
     Choice: ["lz4", "", "zstd,none"],

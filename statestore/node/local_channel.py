@@ -25,6 +25,64 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from statestore.contract.frame_wire import LINEAGE_BYTES, MAX_U64_FIELD, FrameError, frame
+from statestore.contract.local_channel_frames import (
+    COMMITTED,
+    DEMOTE,
+    FLAG_PEER,
+    FLAG_REWRITES_HISTORY,
+    FLAG_SYNC,
+    INCOMING,
+    INCOMING_LIST,
+    LOAD,
+    MATERIALIZE,
+    MATERIALIZED,
+    MATERIALIZED_FAILED,
+    MATERIALIZED_NONE,
+    MATERIALIZED_OK,
+    PROMOTE,
+    RELEASED,
+    REPLY,
+    SOURCE_CHECKPOINT,
+    SOURCE_LOCAL,
+    SOURCE_PEER,
+    SOURCE_REPLICA,
+    STATUS_ACCEPTED,
+    STATUS_NOT_REPLICATED,
+    STATUS_REFUSED,
+    STATUS_REPLICATED,
+    Committed,
+    Demote,
+    Incoming,
+    IncomingList,
+    IncomingRequest,
+    Load,
+    Materialize,
+    Materialized,
+    Promote,
+    Released,
+    Reply,
+    decode_committed,
+    decode_demote,
+    decode_incoming,
+    decode_incoming_list,
+    decode_load,
+    decode_materialize,
+    decode_materialized,
+    decode_promote,
+    decode_released,
+    decode_reply,
+    encode_committed,
+    encode_demote,
+    encode_incoming,
+    encode_incoming_list,
+    encode_load,
+    encode_materialize,
+    encode_materialized,
+    encode_promote,
+    encode_released,
+    encode_reply,
+)
 from statestore.errors import StateStoreError
 from statestore.logs import log_event
 from statestore.node.provider_paths import PathRefused, ProviderPaths
@@ -33,415 +91,80 @@ from statestore.rpc import common_pb2
 
 _log = logging.getLogger("statestore.node.local_channel")
 
-COMMITTED = 1
-REPLY = 2
-MATERIALIZE = 3
-PROMOTE = 4
-DEMOTE = 5
-RELEASED = 6
-MATERIALIZED = 7
-INCOMING = 8
-INCOMING_LIST = 9
-LOAD = 10
-
-MATERIALIZED_OK = 0
-MATERIALIZED_NONE = 1
-MATERIALIZED_FAILED = 2
-
-STATUS_ACCEPTED = 0
-STATUS_REPLICATED = 1
-STATUS_NOT_REPLICATED = 2
-STATUS_REFUSED = 3
-
-FLAG_SYNC = 1
-FLAG_REWRITES_HISTORY = 2
-FLAG_PEER = 1
-
-LINEAGE_BYTES = 16
-_UNKNOWN_LINEAGE = b"\xff" * LINEAGE_BYTES
+# The frames are the contract's (generated from protos/contract/local_channel.toml); served here as the channel's API.
+__all__ = [
+    "COMMITTED",
+    "DEMOTE",
+    "FLAG_PEER",
+    "FLAG_REWRITES_HISTORY",
+    "FLAG_SYNC",
+    "INCOMING",
+    "INCOMING_LIST",
+    "LINEAGE_BYTES",
+    "LOAD",
+    "MATERIALIZE",
+    "MATERIALIZED",
+    "MATERIALIZED_FAILED",
+    "MATERIALIZED_NONE",
+    "MATERIALIZED_OK",
+    "MAX_U64_FIELD",
+    "PROMOTE",
+    "RELEASED",
+    "REPLY",
+    "SOURCE_CHECKPOINT",
+    "SOURCE_LOCAL",
+    "SOURCE_PEER",
+    "SOURCE_REPLICA",
+    "STATUS_ACCEPTED",
+    "STATUS_NOT_REPLICATED",
+    "STATUS_REFUSED",
+    "STATUS_REPLICATED",
+    "Committed",
+    "Demote",
+    "FrameError",
+    "Incoming",
+    "IncomingList",
+    "IncomingRequest",
+    "Load",
+    "Materialize",
+    "Materialized",
+    "Promote",
+    "Released",
+    "Reply",
+    "decode_committed",
+    "decode_demote",
+    "decode_incoming",
+    "decode_incoming_list",
+    "decode_load",
+    "decode_materialize",
+    "decode_materialized",
+    "decode_promote",
+    "decode_released",
+    "decode_reply",
+    "encode_committed",
+    "encode_demote",
+    "encode_incoming",
+    "encode_incoming_list",
+    "encode_load",
+    "encode_materialize",
+    "encode_materialized",
+    "encode_promote",
+    "encode_released",
+    "encode_reply",
+    "frame",
+]
 
 # Linux's sockaddr_un holds 108 bytes including the terminating NUL, so Python binds paths of 107 bytes; but
 # Java's UnixDomainSocketAddress refuses 107 ("Unix domain path too long"), and the provider must connect.
 MAX_SOCKET_PATH_BYTES = 106
-# Largest value of a 64-bit field (versions, counts): the provider's Java longs are never negative.
-MAX_U64_FIELD = 2**63 - 1
 # Largest frame accepted: the same bound as the node's gRPC messages.
 MAX_FRAME_BYTES = 512 * 1024 * 1024
+
+SOURCE_NAMES = {SOURCE_LOCAL: "local", SOURCE_REPLICA: "replica", SOURCE_PEER: "peer", SOURCE_CHECKPOINT: "checkpoint"}
 
 
 class LocalChannelError(Exception):
     """The local socket cannot be served (path too long, in use, not a socket)."""
-
-
-class FrameError(Exception):
-    """A frame that does not follow docs/formats.md section 6."""
-
-
-@dataclass(frozen=True)
-class Committed:
-    """A `COMMITTED` frame: version `version` of a store partition was committed by the local primary."""
-
-    store_id: str
-    checkpoint_dir: str
-    version: int
-    sync: bool
-    rewrites_history: bool
-    increment: bytes
-
-
-@dataclass(frozen=True)
-class Released:
-    """A `RELEASED` frame: the local primary unloaded this store partition."""
-
-    store_id: str
-    checkpoint_dir: str
-
-
-@dataclass(frozen=True)
-class Materialize:
-    """A `MATERIALIZE` frame: write a RocksDB checkpoint of the node's copy of the partition, at `version` or
-    below, into `target_dir`; `allow_peer`: fetch one from a peer node if this node holds none; the provider
-    waits `deadline_ms`."""
-
-    store_id: str
-    checkpoint_dir: str
-    version: int
-    target_dir: str
-    allow_peer: bool
-    deadline_ms: int
-
-
-@dataclass(frozen=True)
-class Materialized:
-    """A `MATERIALIZED` frame: what is now in the target directory (status 0), or why nothing is."""
-
-    status: int
-    version: int
-    lineage: bytes | None
-    source: int
-    message: str
-
-
-@dataclass(frozen=True)
-class Promote:
-    """A `PROMOTE` frame: the provider loaded `version` of the partition to write it. Its last load from
-    elsewhere than its own directory (or its first load) took version `load_version` from `source` (0 local,
-    1 replica, 2 peer, 3 checkpoint location) at `from_version` in `millis`; `run_id`, `state_root`,
-    `executor_id` and `executor_host` name the partition and its executor to Spark's scheduler (steering)."""
-
-    store_id: str
-    checkpoint_dir: str
-    version: int
-    lineage: bytes | None
-    source: int
-    load_version: int
-    from_version: int
-    millis: int
-    run_id: str
-    state_root: str
-    executor_id: str
-    executor_host: str
-
-
-@dataclass(frozen=True)
-class Demote:
-    """A `DEMOTE` frame: the provider unloaded the partition; its closed directory `directory`, at `version`
-    with `lineage`, is the node's to adopt as a replica."""
-
-    store_id: str
-    checkpoint_dir: str
-    version: int
-    lineage: bytes | None
-    directory: str
-
-
-@dataclass(frozen=True)
-class Load:
-    """A `LOAD` frame: what the batch that committed `version` of the partition cost its executor."""
-
-    store_id: str
-    checkpoint_dir: str
-    version: int
-    task_millis: int
-    rows_written: int
-    state_bytes: int
-    executor_cores: int
-
-
-@dataclass(frozen=True)
-class Incoming:
-    """One entry of an `INCOMING_LIST` frame: a partition a running hand-over moves to this node, and the
-    version of the node's replica of it (0: none yet)."""
-
-    store_id: str
-    checkpoint_dir: str
-    version: int
-
-
-SOURCE_NAMES = {0: "local", 1: "replica", 2: "peer", 3: "checkpoint"}
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A `REPLY` frame."""
-
-    status: int
-    message: str
-
-
-# ----------------------------------------------------------------------------- frames
-
-
-class _Reader:
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-        self._at = 0
-
-    def take(self, n: int) -> bytes:
-        if self._at + n > len(self._body):
-            raise FrameError(f"frame truncated: needs {self._at + n} bytes, has {len(self._body)}")
-        chunk = self._body[self._at : self._at + n]
-        self._at += n
-        return chunk
-
-    def u8(self) -> int:
-        return self.take(1)[0]
-
-    def u16(self) -> int:
-        return struct.unpack(">H", self.take(2))[0]
-
-    def u32(self) -> int:
-        return struct.unpack(">I", self.take(4))[0]
-
-    def u64(self) -> int:
-        value = struct.unpack(">Q", self.take(8))[0]
-        if value > MAX_U64_FIELD:
-            # The provider writes Java longs, never negative; the node keeps them in protobuf int64 fields.
-            raise FrameError(f"a 64-bit field holds {value}, over {MAX_U64_FIELD} (Java's Long.MAX_VALUE)")
-        return value
-
-    def lineage(self) -> bytes | None:
-        value = self.take(LINEAGE_BYTES)
-        return None if value == _UNKNOWN_LINEAGE else value
-
-    def string(self) -> str:
-        try:
-            return self.take(self.u16()).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise FrameError(f"string is not UTF-8: {exc}") from exc
-
-    def end(self) -> None:
-        if self._at != len(self._body):
-            raise FrameError(f"{len(self._body) - self._at} trailing bytes after the fields")
-
-
-def _string(value: str) -> bytes:
-    data = value.encode("utf-8")
-    return struct.pack(">H", len(data)) + data
-
-
-def frame(frame_type: int, fields: bytes) -> bytes:
-    """A whole frame: `u32 length`, `u8 type`, then the fields."""
-    return struct.pack(">IB", len(fields) + 1, frame_type) + fields
-
-
-def encode_committed(message: Committed) -> bytes:
-    """The `COMMITTED` frame of `message` (what the provider sends)."""
-    flags = (FLAG_SYNC if message.sync else 0) | (FLAG_REWRITES_HISTORY if message.rewrites_history else 0)
-    fields = (
-        _string(message.store_id)
-        + _string(message.checkpoint_dir)
-        + struct.pack(">QBI", message.version, flags, len(message.increment))
-        + message.increment
-    )
-    return frame(COMMITTED, fields)
-
-
-def decode_committed(fields: bytes) -> Committed:
-    """The `COMMITTED` message whose fields (after the type byte) are `fields`. Raises FrameError."""
-    reader = _Reader(fields)
-    store_id = reader.string()
-    checkpoint_dir = reader.string()
-    version = reader.u64()
-    flags = reader.u8()
-    if flags & ~(FLAG_SYNC | FLAG_REWRITES_HISTORY):
-        raise FrameError(f"unknown flag bits {flags:#04x}")
-    increment = reader.take(reader.u32())
-    reader.end()
-    return Committed(
-        store_id, checkpoint_dir, version, bool(flags & FLAG_SYNC), bool(flags & FLAG_REWRITES_HISTORY), increment
-    )
-
-
-def encode_released(message: Released) -> bytes:
-    """The `RELEASED` frame of `message` (what the provider sends when it unloads a store)."""
-    return frame(RELEASED, _string(message.store_id) + _string(message.checkpoint_dir))
-
-
-def decode_released(fields: bytes) -> Released:
-    """The `RELEASED` message whose fields (after the type byte) are `fields`. Raises FrameError."""
-    reader = _Reader(fields)
-    store_id = reader.string()
-    checkpoint_dir = reader.string()
-    reader.end()
-    return Released(store_id, checkpoint_dir)
-
-
-def _lineage(value: bytes | None) -> bytes:
-    return _UNKNOWN_LINEAGE if value is None else value
-
-
-def encode_materialize(message: Materialize) -> bytes:
-    """The `MATERIALIZE` frame of `message` (what the provider sends to load a partition)."""
-    fields = (
-        _string(message.store_id)
-        + _string(message.checkpoint_dir)
-        + struct.pack(">Q", message.version)
-        + _string(message.target_dir)
-        + struct.pack(">BI", FLAG_PEER if message.allow_peer else 0, message.deadline_ms)
-    )
-    return frame(MATERIALIZE, fields)
-
-
-def decode_materialize(fields: bytes) -> Materialize:
-    """The `MATERIALIZE` message whose fields are `fields`. Raises FrameError."""
-    reader = _Reader(fields)
-    store_id, checkpoint_dir, version, target = reader.string(), reader.string(), reader.u64(), reader.string()
-    flags = reader.u8()
-    if flags & ~FLAG_PEER:
-        raise FrameError(f"unknown flag bits {flags:#04x}")
-    deadline_ms = reader.u32()
-    reader.end()
-    return Materialize(store_id, checkpoint_dir, version, target, bool(flags & FLAG_PEER), deadline_ms)
-
-
-def encode_materialized(message: Materialized) -> bytes:
-    """The `MATERIALIZED` frame answering a `MATERIALIZE`."""
-    fields = (
-        struct.pack(">BQ", message.status, message.version)
-        + _lineage(message.lineage)
-        + bytes([message.source])
-        + _string(message.message[:4000])
-    )
-    return frame(MATERIALIZED, fields)
-
-
-def decode_materialized(fields: bytes) -> Materialized:
-    """The `MATERIALIZED` message whose fields are `fields`. Raises FrameError."""
-    reader = _Reader(fields)
-    status, version, lineage = reader.u8(), reader.u64(), reader.lineage()
-    source, message = reader.u8(), reader.string()
-    reader.end()
-    return Materialized(status, version, lineage, source, message)
-
-
-def encode_promote(message: Promote) -> bytes:
-    """The `PROMOTE` frame of `message`."""
-    fields = (
-        _string(message.store_id)
-        + _string(message.checkpoint_dir)
-        + struct.pack(">Q", message.version)
-        + _lineage(message.lineage)
-        + struct.pack(">BQQI", message.source, message.load_version, message.from_version, message.millis)
-        + _string(message.run_id)
-        + _string(message.state_root)
-        + _string(message.executor_id)
-        + _string(message.executor_host)
-    )
-    return frame(PROMOTE, fields)
-
-
-def decode_promote(fields: bytes) -> Promote:
-    """The `PROMOTE` message whose fields are `fields`. Raises FrameError."""
-    reader = _Reader(fields)
-    store_id, checkpoint_dir, version, lineage = reader.string(), reader.string(), reader.u64(), reader.lineage()
-    source, load_version, from_version, millis = reader.u8(), reader.u64(), reader.u64(), reader.u32()
-    if source not in SOURCE_NAMES:
-        raise FrameError(f"unknown load source {source}")
-    run_id, state_root, executor_id, executor_host = reader.string(), reader.string(), reader.string(), reader.string()
-    reader.end()
-    return Promote(
-        store_id, checkpoint_dir, version, lineage, source, load_version, from_version, millis, run_id, state_root,
-        executor_id, executor_host,
-    )
-
-
-def encode_demote(message: Demote) -> bytes:
-    """The `DEMOTE` frame of `message`."""
-    fields = (
-        _string(message.store_id)
-        + _string(message.checkpoint_dir)
-        + struct.pack(">Q", message.version)
-        + _lineage(message.lineage)
-        + _string(message.directory)
-    )
-    return frame(DEMOTE, fields)
-
-
-def decode_demote(fields: bytes) -> Demote:
-    """The `DEMOTE` message whose fields are `fields`. Raises FrameError."""
-    reader = _Reader(fields)
-    store_id, checkpoint_dir, version, lineage = reader.string(), reader.string(), reader.u64(), reader.lineage()
-    directory = reader.string()
-    reader.end()
-    return Demote(store_id, checkpoint_dir, version, lineage, directory)
-
-
-def encode_load(message: Load) -> bytes:
-    """The `LOAD` frame of `message` (what the provider sends after a commit)."""
-    fields = (
-        _string(message.store_id)
-        + _string(message.checkpoint_dir)
-        + struct.pack(
-            ">QIQQH",
-            message.version,
-            message.task_millis,
-            message.rows_written,
-            message.state_bytes,
-            message.executor_cores,
-        )
-    )
-    return frame(LOAD, fields)
-
-
-def decode_load(fields: bytes) -> Load:
-    """The `LOAD` message whose fields are `fields`. Raises FrameError."""
-    reader = _Reader(fields)
-    store_id, checkpoint_dir = reader.string(), reader.string()
-    version, task_millis, rows = reader.u64(), reader.u32(), reader.u64()
-    state_bytes, cores = reader.u64(), reader.u16()
-    reader.end()
-    return Load(store_id, checkpoint_dir, version, task_millis, rows, state_bytes, cores)
-
-
-def encode_incoming_list(entries: list[Incoming]) -> bytes:
-    """The `INCOMING_LIST` frame answering an `INCOMING` (which has no fields)."""
-    fields = struct.pack(">H", len(entries)) + b"".join(
-        _string(e.store_id) + _string(e.checkpoint_dir) + struct.pack(">Q", e.version) for e in entries
-    )
-    return frame(INCOMING_LIST, fields)
-
-
-def decode_incoming_list(fields: bytes) -> list[Incoming]:
-    """The entries of an `INCOMING_LIST` frame whose fields are `fields`. Raises FrameError."""
-    reader = _Reader(fields)
-    entries = [Incoming(reader.string(), reader.string(), reader.u64()) for _ in range(reader.u16())]
-    reader.end()
-    return entries
-
-
-def encode_reply(reply: Reply) -> bytes:
-    """The `REPLY` frame of `reply`."""
-    return frame(REPLY, bytes([reply.status]) + _string(reply.message[:4000]))
-
-
-def decode_reply(fields: bytes) -> Reply:
-    """The `REPLY` message whose fields (after the type byte) are `fields`. Raises FrameError."""
-    reader = _Reader(fields)
-    status = reader.u8()
-    message = reader.string()
-    reader.end()
-    return Reply(status, message)
 
 
 def _recv_exactly(conn: socket.socket, n: int) -> bytes | None:
@@ -627,7 +350,7 @@ class LocalChannelServer:
         if frame_type == INCOMING:
             if fields:
                 return encode_reply(Reply(STATUS_REFUSED, "bad INCOMING frame: it has no fields"))
-            return encode_incoming_list(self._primary.incoming()[:1000])
+            return encode_incoming_list(IncomingList(self._primary.incoming()[:1000]))
         handlers = {
             COMMITTED: self._answer_committed,
             RELEASED: self._answer_released,

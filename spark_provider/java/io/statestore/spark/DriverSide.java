@@ -207,15 +207,7 @@ public final class DriverSide implements DriverPlugin {
   }
 
   private static int controllerPort(SparkConf conf) {
-    String raw = conf.get(ProviderSettings.PREFIX + "controllerPort", "0").trim();
-    try {
-      int port = Integer.parseInt(raw);
-      if (port >= 0 && port <= 65535) return port;
-    } catch (NumberFormatException e) {
-      // below
-    }
-    throw new IllegalArgumentException("statestore setting " + ProviderSettings.PREFIX + "controllerPort is '"
-        + raw + "': expected a port from 0 to 65535");
+    return ProviderSettings.controllerPort(conf);
   }
 
   private static String hostPort(String host, int port) {

@@ -5,10 +5,10 @@ import java.util.List;
 
 /** One commit's changes in the shape of docs/formats.md section 3: a column-family table and records. */
 public final class Increment {
-  public static final byte PUT = 1;
-  public static final byte DELETE = 2;
-  public static final byte MERGE = 3;
-  public static final byte DROP_COLUMN_FAMILY = 4;
+  public static final byte PUT = IncrementLayout.OP_PUT;
+  public static final byte DELETE = IncrementLayout.OP_DELETE;
+  public static final byte MERGE = IncrementLayout.OP_MERGE;
+  public static final byte DROP_COLUMN_FAMILY = IncrementLayout.OP_DROP_COLUMN_FAMILY;
 
   /** An entry of the column-family table. */
   public static final class CfEntry {

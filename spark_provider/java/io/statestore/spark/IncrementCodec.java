@@ -11,13 +11,14 @@ import java.util.zip.CRC32;
 
 /** Encodes and decodes increments exactly as docs/formats.md section 3 lays them out. */
 public final class IncrementCodec {
-  private static final byte[] MAGIC = "SSIN".getBytes(StandardCharsets.US_ASCII);
-  private static final byte[] END_MAGIC = "NISS".getBytes(StandardCharsets.US_ASCII);
-  private static final int FORMAT_VERSION = 2;
-  private static final int FLAG_ZSTD = 1;
+  // The codes are IncrementLayout's, generated from protos/contract/increment.toml with the Python codec's.
+  private static final byte[] MAGIC = IncrementLayout.MAGIC.getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] END_MAGIC = IncrementLayout.END_MAGIC.getBytes(StandardCharsets.US_ASCII);
+  private static final int FORMAT_VERSION = IncrementLayout.FORMAT_VERSION;
+  private static final int FLAG_ZSTD = IncrementLayout.FLAG_ZSTD;
   private static final int TRAILER = 8;
   /** Bytes of a lineage (formats.md 3.4). */
-  public static final int LINEAGE_BYTES = 16;
+  public static final int LINEAGE_BYTES = IncrementLayout.LINEAGE_BYTES;
   /** The lineage of version 0, the empty store. */
   public static final byte[] EMPTY_LINEAGE = new byte[LINEAGE_BYTES];
   private static final byte[] UNKNOWN_LINEAGE = unknownLineage();
@@ -32,6 +33,11 @@ public final class IncrementCodec {
   public record Header(String storeId, long version, byte[] parentLineage, byte[] lineage) {}
 
   private IncrementCodec() {}
+
+  private static boolean readable(int formatVersion) {
+    for (int v : IncrementLayout.READABLE_FORMAT_VERSIONS) if (v == formatVersion) return true;
+    return false;
+  }
 
   /** The file's bytes; {@code zstdLevel <= 0} stores the body uncompressed. */
   public static byte[] encode(Increment inc, int zstdLevel) {
@@ -77,7 +83,8 @@ public final class IncrementCodec {
     for (Increment.CfEntry e : inc.cfTable) {
       byte[] name = utf8(e.name);
       ByteBuffer c = ByteBuffer.allocate(2 + name.length + 9);
-      c.putShort((short) name.length).put(name).put((byte) (e.exists ? 1 : 0)).putLong(e.keyCount);
+      c.putShort((short) name.length).put(name).put(e.exists ? IncrementLayout.CF_EXISTS : IncrementLayout.CF_DROPPED)
+          .putLong(e.keyCount);
       rest.write(c.array(), 0, c.position());
     }
     ByteBuffer lens = ByteBuffer.allocate(16).putLong(stored.length).putLong(raw.length);
@@ -128,7 +135,7 @@ public final class IncrementCodec {
       b.get(magic);
       if (!java.util.Arrays.equals(magic, MAGIC)) throw bad(file, "bad magic");
       int formatVersion = b.getShort() & 0xffff;
-      if (formatVersion != 1 && formatVersion != 2) throw bad(file, "unknown format version " + formatVersion);
+      if (!readable(formatVersion)) throw bad(file, "unknown format version " + formatVersion);
       b.getShort();
       String storeId = getStr(b);
       long version = b.getLong();
@@ -160,7 +167,7 @@ public final class IncrementCodec {
     b.get(magic);
     if (!java.util.Arrays.equals(magic, MAGIC)) throw bad(file, "bad magic");
     int formatVersion = b.getShort() & 0xffff;
-    if (formatVersion != 1 && formatVersion != FORMAT_VERSION) {
+    if (!readable(formatVersion)) {
       throw bad(file, "unknown format version " + formatVersion);
     }
     int flags = b.getShort() & 0xffff;
@@ -186,7 +193,7 @@ public final class IncrementCodec {
         String name = getStr(b);
         int state = b.get();
         long count = b.getLong();
-        inc.addCf(name, state == 1, count);
+        inc.addCf(name, state == IncrementLayout.CF_EXISTS, count);
       }
       long storedLen = b.getLong();
       long rawLen = b.getLong();

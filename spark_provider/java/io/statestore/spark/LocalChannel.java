@@ -82,7 +82,7 @@ final class LocalChannel {
    * handed over by DEMOTE is gone from there when the node adopted it.
    */
   private record Pending(String what, String storeId, String checkpointDir, long version, ByteBuffer frame, int bytes,
-      boolean sync, boolean notice, NodeSidecar.Spec spec, CompletableFuture<ChannelFrames.Reply> done, File cleanup) {}
+      boolean sync, boolean notice, NodeSidecar.Spec spec, CompletableFuture<FrameCodec.Reply> done, File cleanup) {}
 
   private final File socket;
   private final NodeSidecar sidecar;
@@ -239,7 +239,7 @@ final class LocalChannel {
    * Past {@link #MAX_QUEUED_BYTES} of backlog an asynchronous commit is not queued (replicas pull it); a sync commit
    * always is: its caller waits for a replica's ack, and dropping it would turn it asynchronous unseen.
    */
-  CompletableFuture<ChannelFrames.Reply> committed(String storeId, String checkpointDir, long version,
+  CompletableFuture<FrameCodec.Reply> committed(String storeId, String checkpointDir, long version,
       boolean rewritesHistory, byte[] increment, boolean sync, NodeSidecar.Spec spec) {
     Pending p = new Pending("version " + version, storeId, checkpointDir, version,
         ChannelFrames.committed(storeId, checkpointDir, version, sync, rewritesHistory, increment), increment.length,
@@ -261,14 +261,14 @@ final class LocalChannel {
    * Waits for a sync commit's answer (a replica acked, or the node's sync timeout passed), at most
    * {@link #SYNC_WAIT_MS}; logs when the version was not replicated.
    */
-  static void awaitSync(CompletableFuture<ChannelFrames.Reply> answer, String storeId, long version) {
+  static void awaitSync(CompletableFuture<FrameCodec.Reply> answer, String storeId, long version) {
     long started = System.nanoTime();
     try {
-      ChannelFrames.Reply reply = answer.get(SYNC_WAIT_MS, TimeUnit.MILLISECONDS);
+      FrameCodec.Reply reply = answer.get(SYNC_WAIT_MS, TimeUnit.MILLISECONDS);
       if (reply == null) {
         LOG.warn("statestore: sync commit of {} version {}: the state node could not be reached", storeId, version);
-      } else if (reply.status() != ChannelFrames.STATUS_REPLICATED) {
-        LOG.warn("statestore: sync commit of {} version {}: {} ({})", storeId, version, reply.statusName(),
+      } else if (reply.status() != FrameCodec.STATUS_REPLICATED) {
+        LOG.warn("statestore: sync commit of {} version {}: {} ({})", storeId, version, ChannelFrames.statusName(reply.status()),
             reply.message());
       }
     } catch (TimeoutException e) {
@@ -355,7 +355,7 @@ final class LocalChannel {
    * in its own thread), so it does not wait behind queued commits; no sidecar is started for it: a node that is
    * not up holds nothing. Throws IOException when no node listens or it does not answer in time.
    */
-  ChannelFrames.Materialized materialize(String storeId, String checkpointDir, long version, File targetDir,
+  FrameCodec.Materialized materialize(String storeId, String checkpointDir, long version, File targetDir,
       boolean allowPeer, long timeoutMs) throws IOException {
     awaitHandOversOf(storeId, checkpointDir, timeoutMs);
     ByteBuffer frame = ChannelFrames.materialize(storeId, checkpointDir, version, targetDir.getAbsolutePath(),
@@ -365,7 +365,7 @@ final class LocalChannel {
 
   /** The partitions a running hand-over moves to this node (INCOMING), on a connection of its own like
    * {@link #materialize}; throws IOException when no node listens or it does not answer in time. */
-  java.util.List<ChannelFrames.Incoming> incoming(long timeoutMs) throws IOException {
+  java.util.List<FrameCodec.Incoming> incoming(long timeoutMs) throws IOException {
     return ask(ChannelFrames.incoming(), timeoutMs, ChannelFrames::readIncomingList);
   }
 
@@ -398,7 +398,7 @@ final class LocalChannel {
    * load must not wait behind another query's notices.
    */
   private void awaitHandOversOf(String storeId, String checkpointDir, long timeoutMs) {
-    java.util.List<CompletableFuture<ChannelFrames.Reply>> waits = new java.util.ArrayList<>();
+    java.util.List<CompletableFuture<FrameCodec.Reply>> waits = new java.util.ArrayList<>();
     Pending current = sending;
     if (current != null && isHandOverOf(current, storeId, checkpointDir)) waits.add(current.done());
     for (Pending p : queue) {
@@ -448,12 +448,12 @@ final class LocalChannel {
         sending = null;
         continue;
       }
-      ChannelFrames.Reply reply = null;
+      FrameCodec.Reply reply = null;
       try {
         reply = send(p);
         if (failures > 0) LOG.info("statestore: local channel to {} works again after {} failures", socket, failures);
         failures = 0;
-        if (reply.status() == ChannelFrames.STATUS_REFUSED) {
+        if (reply.status() == FrameCodec.STATUS_REFUSED) {
           LOG.warn("statestore: state node refused the {} of {}: {}", p.what(), p.storeId(), reply.message());
         }
       } catch (IOException | RuntimeException e) {
@@ -490,13 +490,13 @@ final class LocalChannel {
       return false;
     }
     SYNC_SENDERS.execute(() -> {
-      ChannelFrames.Reply reply = null;
+      FrameCodec.Reply reply = null;
       ScheduledFuture<?> deadline = DEADLINES.schedule(() -> closeQuietly(own), SYNC_WAIT_MS, TimeUnit.MILLISECONDS);
       try {
         ByteBuffer frame = p.frame();
         while (frame.hasRemaining()) own.write(frame);
         reply = ChannelFrames.readReply(own);
-        if (reply.status() == ChannelFrames.STATUS_REFUSED) {
+        if (reply.status() == FrameCodec.STATUS_REFUSED) {
           LOG.warn("statestore: state node refused the {} of {}: {}", p.what(), p.storeId(), reply.message());
         }
       } catch (IOException | RuntimeException e) {
@@ -511,7 +511,7 @@ final class LocalChannel {
     return true;
   }
 
-  private ChannelFrames.Reply send(Pending p) throws IOException {
+  private FrameCodec.Reply send(Pending p) throws IOException {
     if (p.notice()) return sendNotice(p);
     if (sidecar != null && sidecar.runsOtherThan(p.spec())) {
       // Another application in this JVM (local mode): its node starts afresh, on an empty data dir.
@@ -525,21 +525,21 @@ final class LocalChannel {
 
   /** A notice (PROMOTE, DEMOTE, RELEASED), only to a node that listens already: one that is not up holds nothing
    * to promote, adopt or release (a sidecar started later learns of the partition at its first commit). */
-  private ChannelFrames.Reply sendNotice(Pending p) throws IOException {
+  private FrameCodec.Reply sendNotice(Pending p) throws IOException {
     if (sidecar != null && sidecar.runsOtherThan(p.spec())) {
-      return new ChannelFrames.Reply(ChannelFrames.STATUS_ACCEPTED, "the node serves another application");
+      return new FrameCodec.Reply(FrameCodec.STATUS_ACCEPTED, "the node serves another application");
     }
     if (connection == null) {
       try {
         connection = openForSender();
       } catch (IOException notListening) {
-        return new ChannelFrames.Reply(ChannelFrames.STATUS_ACCEPTED, "no node listens: nothing to tell");
+        return new FrameCodec.Reply(FrameCodec.STATUS_ACCEPTED, "no node listens: nothing to tell");
       }
     }
     return exchange(p.frame(), ASYNC_REPLY_TIMEOUT_MS);
   }
 
-  private ChannelFrames.Reply exchange(ByteBuffer frame, long timeout) throws IOException {
+  private FrameCodec.Reply exchange(ByteBuffer frame, long timeout) throws IOException {
     SocketChannel c = connection;
     // A blocking channel has no read timeout: closing it from another thread ends a stuck read or write.
     ScheduledFuture<?> deadline = DEADLINES.schedule(() -> closeQuietly(c), timeout, TimeUnit.MILLISECONDS);

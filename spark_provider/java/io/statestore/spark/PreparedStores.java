@@ -115,9 +115,9 @@ final class PreparedStores {
   }
 
   private static void poll(LocalChannel channel, ProviderSettings settings) throws IOException {
-    List<ChannelFrames.Incoming> incoming = channel.incoming(settings.materializeTimeoutMs);
+    List<FrameCodec.Incoming> incoming = channel.incoming(settings.materializeTimeoutMs);
     Set<String> wanted = new HashSet<>();
-    for (ChannelFrames.Incoming e : incoming) wanted.add(key(e.storeId(), e.checkpointDir()));
+    for (FrameCodec.Incoming e : incoming) wanted.add(key(e.storeId(), e.checkpointDir()));
     List<LocalStore> stale = new ArrayList<>();
     synchronized (OPENED) {
       TAKEN.retainAll(wanted);
@@ -128,7 +128,7 @@ final class PreparedStores {
       });
     }
     for (LocalStore store : stale) discard(store, "its partition no longer moves here");
-    for (ChannelFrames.Incoming e : incoming) {
+    for (FrameCodec.Incoming e : incoming) {
       if (e.version() <= 0) continue; // the node holds no replica of it yet (a warm-up)
       String key = key(e.storeId(), e.checkpointDir());
       LocalStore have;
@@ -152,14 +152,14 @@ final class PreparedStores {
     }
   }
 
-  private static LocalStore open(LocalChannel channel, ProviderSettings settings, ChannelFrames.Incoming e)
+  private static LocalStore open(LocalChannel channel, ProviderSettings settings, FrameCodec.Incoming e)
       throws IOException {
     long start = System.nanoTime();
     File dir = new File(LocalDirs.jvmDir(settings.localDir),
         "ahead_" + e.storeId().replaceAll("[^A-Za-z0-9_.-]", "_") + "_" + java.util.UUID.randomUUID());
-    ChannelFrames.Materialized answer = channel.materialize(e.storeId(), e.checkpointDir(), e.version(), dir, false,
+    FrameCodec.Materialized answer = channel.materialize(e.storeId(), e.checkpointDir(), e.version(), dir, false,
         settings.materializeTimeoutMs);
-    if (!answer.done()) {
+    if (!ChannelFrames.written(answer)) {
       LocalDirs.deleteRecursively(dir);
       LOG.debug("statestore: {} not opened ahead of its move: {}", e.storeId(), answer.message());
       return null;
@@ -181,7 +181,7 @@ final class PreparedStores {
    * lineage: the history was rewritten); an increment not in the checkpoint location yet is tried again at the
    * next poll.
    */
-  private static boolean catchUp(LocalStore store, String key, ChannelFrames.Incoming e) {
+  private static boolean catchUp(LocalStore store, String key, FrameCodec.Incoming e) {
     synchronized (store) {
       synchronized (OPENED) {
         if (OPENED.get(key) != store) return true; // its load took it meanwhile

@@ -65,32 +65,37 @@ final class ProviderSettings {
   private ProviderSettings(java.util.function.Function<String, String> confs, int minDeltasForSnapshot,
       int minVersionsToRetain, boolean commitValidation) {
     Reader read = new Reader(confs);
-    localDir = read.text("localDir", System.getProperty("java.io.tmpdir") + "/statestore-provider");
-    String compression = read.choice("incrementCompression", "zstd", "zstd", "none");
-    int level = (int) read.integer("zstdLevel", "1", 1, 22);
+    localDir = read.text(SettingsTable.LOCAL_DIR, System.getProperty("java.io.tmpdir") + "/statestore-provider");
+    String compression = read.choice(SettingsTable.INCREMENT_COMPRESSION);
+    int level = (int) read.integer(SettingsTable.ZSTD_LEVEL);
     zstdLevel = "none".equals(compression) ? 0 : level;
-    writeBufferSizeMb = read.integer("writeBufferSizeMB", "64", 1, Integer.MAX_VALUE);
-    blockCacheSizeMb = read.integer("blockCacheSizeMB", "64", 1, Integer.MAX_VALUE);
-    memoryBudgetMb = read.integer("memoryBudgetMB", "256", 0, Integer.MAX_VALUE);
-    nodeMemoryBudgetMb = read.integer("nodeMemoryBudgetMB", "128", 0, Integer.MAX_VALUE);
+    writeBufferSizeMb = read.integer(SettingsTable.WRITE_BUFFER_SIZE_MB);
+    blockCacheSizeMb = read.integer(SettingsTable.BLOCK_CACHE_SIZE_MB);
+    memoryBudgetMb = read.integer(SettingsTable.MEMORY_BUDGET_MB);
+    nodeMemoryBudgetMb = read.integer(SettingsTable.NODE_MEMORY_BUDGET_MB);
     this.minDeltasForSnapshot = Math.max(1, minDeltasForSnapshot);
     this.minVersionsToRetain = Math.max(1, minVersionsToRetain);
     this.commitValidation = commitValidation;
-    replicationFactor = (int) read.integer("replicationFactor", "1", 0, Integer.MAX_VALUE);
-    syncReplication = read.flag("sync", "false");
-    nodeSocket = emptyToNull(read.text("nodeSocket", ""));
-    controller = emptyToNull(read.address("controller"));
-    materializeTimeoutMs = read.integer("materializeTimeoutMs", "10000", 0, Integer.MAX_VALUE);
-    peerFetch = read.choice("peerFetch", "auto", "auto", "always", "never");
-    faultsFile = emptyToNull(read.text("faultsFile", ""));
-    partialMerge = read.flag("partialMerge", "true");
-    openAhead = read.flag("openAhead", "true");
-    warmUpMbPerSecond = read.numberOver("warmUpMBPerSecond", "64", 0);
-    nodePort = (int) read.integer("nodePort", "0", 0, 65535 - NodeSidecar.PORT_RETRIES);
-    secret = emptyToNull(read.text("secret", ""));
-    tlsCert = emptyToNull(read.text("tlsCert", ""));
-    tlsKey = emptyToNull(read.text("tlsKey", ""));
-    tlsCa = emptyToNull(read.text("tlsCa", ""));
+    replicationFactor = (int) read.integer(SettingsTable.REPLICATION_FACTOR);
+    syncReplication = read.flag(SettingsTable.SYNC);
+    nodeSocket = emptyToNull(read.text(SettingsTable.NODE_SOCKET));
+    controller = emptyToNull(read.address(SettingsTable.CONTROLLER));
+    materializeTimeoutMs = read.integer(SettingsTable.MATERIALIZE_TIMEOUT_MS);
+    peerFetch = read.choice(SettingsTable.PEER_FETCH);
+    faultsFile = emptyToNull(read.text(SettingsTable.FAULTS_FILE));
+    partialMerge = read.flag(SettingsTable.PARTIAL_MERGE);
+    openAhead = read.flag(SettingsTable.OPEN_AHEAD);
+    warmUpMbPerSecond = read.number(SettingsTable.WARM_UP_MB_PER_SECOND);
+    nodePort = (int) read.integer(SettingsTable.NODE_PORT);
+    secret = emptyToNull(read.text(SettingsTable.SECRET));
+    tlsCert = emptyToNull(read.text(SettingsTable.TLS_CERT));
+    tlsKey = emptyToNull(read.text(SettingsTable.TLS_KEY));
+    tlsCa = emptyToNull(read.text(SettingsTable.TLS_CA));
+  }
+
+  /** The port of the controller the driver plugin starts ({@code controllerPort}; 0: any free port). */
+  static int controllerPort(org.apache.spark.SparkConf conf) {
+    return (int) new Reader(key -> conf.contains(key) ? conf.get(key) : null).integer(SettingsTable.CONTROLLER_PORT);
   }
 
   static ProviderSettings from(StateStoreConf conf) {
@@ -111,8 +116,9 @@ final class ProviderSettings {
   }
 
   /**
-   * Reads and checks the confs under {@link #PREFIX}. A bad value is an IllegalArgumentException with the words
-   * of spark_provider/setting_values.py: "statestore setting KEY is 'VALUE': expected ..." (a test compares them).
+   * Reads and checks the confs of {@link SettingsTable} (generated from protos/contract/provider_settings.toml with
+   * spark_provider/settings_table.py). A bad value is an IllegalArgumentException in the words the Python side uses:
+   * "statestore setting KEY is 'VALUE': expected ..." (tests/test_settings.py compares them).
    */
   private static final class Reader {
     private final java.util.function.Function<String, String> confs;
@@ -121,66 +127,67 @@ final class ProviderSettings {
       this.confs = confs;
     }
 
-    String text(String name, String dflt) {
-      String v = confs.apply(PREFIX + name);
+    String text(SettingsTable.Setting s, String dflt) {
+      String v = confs.apply(s.key());
       return v != null ? v.trim() : dflt;
     }
 
-    String choice(String name, String dflt, String... allowed) {
-      String raw = text(name, dflt);
+    String text(SettingsTable.Setting s) {
+      return text(s, s.defaultValue() != null ? s.defaultValue() : "");
+    }
+
+    String choice(SettingsTable.Setting s) {
+      String raw = text(s);
       String word = raw.toLowerCase(java.util.Locale.ROOT);
-      if (!java.util.List.of(allowed).contains(word)) throw bad(name, raw, "one of " + String.join(", ", allowed));
+      if (!s.values().contains(word)) throw bad(s, raw);
       return word;
     }
 
-    boolean flag(String name, String dflt) {
-      String raw = text(name, dflt);
+    boolean flag(SettingsTable.Setting s) {
+      String raw = text(s);
       String word = raw.toLowerCase(java.util.Locale.ROOT);
-      if (!word.equals("true") && !word.equals("false")) throw bad(name, raw, "true or false");
+      if (!word.equals("true") && !word.equals("false")) throw bad(s, raw);
       return word.equals("true");
     }
 
-    long integer(String name, String dflt, long low, long high) {
-      String raw = text(name, dflt);
-      String expected = high == Integer.MAX_VALUE // the Python side's "at least": up to 2**31 - 1
-          ? "an integer of at least " + low : "an integer from " + low + " to " + high;
+    long integer(SettingsTable.Setting s) {
+      String raw = text(s);
       long value;
       try {
         value = Long.parseLong(raw.startsWith("+") ? raw.substring(1) : raw);
       } catch (NumberFormatException e) {
-        throw bad(name, raw, expected);
+        throw bad(s, raw);
       }
-      if (value < low || value > high) throw bad(name, raw, expected);
+      if (value < s.low() || value > s.high()) throw bad(s, raw);
       return value;
     }
 
-    double numberOver(String name, String dflt, long low) {
-      String raw = text(name, dflt);
-      String expected = "a number over " + low;
+    double number(SettingsTable.Setting s) {
+      String raw = text(s);
       double value;
       try {
         value = Double.parseDouble(raw);
       } catch (NumberFormatException e) {
-        throw bad(name, raw, expected);
+        throw bad(s, raw);
       }
-      if (!Double.isFinite(value) || value <= low) throw bad(name, raw, expected);
+      if (!Double.isFinite(value) || value < s.low() || (value == s.low() && !s.inclusive())) throw bad(s, raw);
       return value;
     }
 
-    String address(String name) {
-      String raw = text(name, "");
+    String address(SettingsTable.Setting s) {
+      String raw = text(s);
       if (raw.isEmpty()) return raw;
       int colon = raw.lastIndexOf(':');
       String port = colon > 0 ? raw.substring(colon + 1) : "";
       if (!port.matches("[0-9]{1,5}") || Integer.parseInt(port) < 1 || Integer.parseInt(port) > 65535) {
-        throw bad(name, raw, "host:port with a port from 1 to 65535");
+        throw bad(s, raw);
       }
       return raw;
     }
 
-    private static IllegalArgumentException bad(String name, String raw, String expected) {
-      return new IllegalArgumentException(
-          "statestore setting " + PREFIX + name + " is '" + raw + "': expected " + expected);
+    private static IllegalArgumentException bad(SettingsTable.Setting s, String raw) {
+      return new IllegalArgumentException("statestore setting " + s.key() + " is '" + raw + "': expected "
+          + s.expected());
     }
   }
 }

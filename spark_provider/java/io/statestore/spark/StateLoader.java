@@ -35,8 +35,8 @@ final class StateLoader {
 
   /** Where a load's state came from. */
   enum Source {
-    LOCAL(ChannelFrames.SOURCE_LOCAL), REPLICA(ChannelFrames.SOURCE_REPLICA), PEER(ChannelFrames.SOURCE_PEER),
-    CHECKPOINT(ChannelFrames.SOURCE_CHECKPOINT);
+    LOCAL(FrameCodec.SOURCE_LOCAL), REPLICA(FrameCodec.SOURCE_REPLICA), PEER(FrameCodec.SOURCE_PEER),
+    CHECKPOINT(FrameCodec.SOURCE_CHECKPOINT);
 
     final int code;
 
@@ -168,7 +168,7 @@ final class StateLoader {
     // A directory of its own for the node to write into: if this load gives up waiting, a late answer lands
     // there, never in the directory the checkpoint location is then restored into.
     File staging = new File(dir.getParentFile(), dir.getName() + ".from-node-" + java.util.UUID.randomUUID());
-    ChannelFrames.Materialized answer;
+    FrameCodec.Materialized answer;
     try {
       answer = channel.materialize(storeId, checkpoint.dir.toString(), version, staging, allowPeer(),
           settings.materializeTimeoutMs);
@@ -176,7 +176,7 @@ final class StateLoader {
       LocalDirs.deleteRecursively(staging);
       return new NodeCopy(null, null, 0, "state node: " + e.getMessage(), null);
     }
-    if (!answer.done()) {
+    if (!ChannelFrames.written(answer)) {
       LocalDirs.deleteRecursively(staging);
       return new NodeCopy(null, null, 0, "state node: " + answer.message(), null);
     }

@@ -535,13 +535,13 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
   }
 
   /** A version committed, and the node's answer to wait for when replication is sync (else null). */
-  private record Committed(long version, CompletableFuture<ChannelFrames.Reply> synced, Runnable report) {}
+  private record Committed(long version, CompletableFuture<FrameCodec.Reply> synced, Runnable report) {}
 
   /** The commit under the monitor. */
   private synchronized Committed commitLocked(LocalStore store) {
     Faults.at(settings.faultsFile, "commit", storeId.partitionId(), storeIdString);
     long start = System.nanoTime();
-    CompletableFuture<ChannelFrames.Reply> synced = null;
+    CompletableFuture<FrameCodec.Reply> synced = null;
     Runnable report = () -> {};
     try {
       Increment inc = store.prepareCommit();
@@ -564,7 +564,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
       if (settings.commitValidation) StateStore.reportCommitToCoordinator(inc.version, storeId, hadoopConf);
       if (channel != null) {
         LAST_OWNER.put(partitionKey(), this);
-        CompletableFuture<ChannelFrames.Reply> answer = channel.committed(storeIdString, checkpoint.dir.toString(),
+        CompletableFuture<FrameCodec.Reply> answer = channel.committed(storeIdString, checkpoint.dir.toString(),
             inc.version, rewritesHistory, bytes, settings.syncReplication, sidecarSpec);
         long taskMillis = (System.nanoTime() - batchStartNanos) / 1_000_000;
         long rows = inc.records();

@@ -20,6 +20,7 @@ public final class SettingsCheck {
       if (eq > 0) conf.set(line.substring(0, eq), line.substring(eq + 1));
       try {
         ProviderSettings.from(conf);
+        ProviderSettings.controllerPort(conf);
         System.out.println("ok");
       } catch (IllegalArgumentException e) {
         System.out.println(e.getMessage());
