@@ -1,7 +1,9 @@
 """Build the provider's jar from the Java sources with the JDK's `javac` and `jar`, cached on disk.
 
-The cache key is the pyspark version plus a hash of every Java source, so editing a source or upgrading
-pyspark rebuilds it, and the first Spark session of a fresh clone compiles it once (a few seconds).
+One jar per Spark line: the common sources (`spark_provider/java`) and that line's adapter
+(`spark_provider/java_lines/<line>/`: what differs between lines), compiled against the installed pyspark's jars.
+The cache key is the pyspark version plus a hash of those sources, so editing a source or upgrading pyspark
+rebuilds it, and the first Spark session of a fresh clone compiles it once (a few seconds).
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import tempfile
 from pathlib import Path
 
 JAVA_ROOT = Path(__file__).resolve().parent / "java"
+LINES_ROOT = Path(__file__).resolve().parent / "java_lines"
+# Spark line (major.minor of pyspark) -> its adapter's directory under java_lines/ (4.1 and 4.2 share one).
+SPARK_LINES = {"4.0": "4.0", "4.1": "4.1", "4.2": "4.1", "4.3": "4.3"}
 DEFAULT_CACHE = Path(os.environ.get("STATESTORE_CACHE", Path.home() / ".cache" / "statestore"))
 
 
@@ -29,9 +34,26 @@ def pyspark_jars_dir() -> Path:
     return Path(pyspark.__file__).resolve().parent / "jars"
 
 
-def java_sources() -> list[Path]:
-    """The provider's Java sources, sorted."""
-    return sorted(JAVA_ROOT.rglob("*.java"))
+def spark_line(version: str | None = None) -> str:
+    """The adapter directory for pyspark `version` (default: the installed one); a JarBuildError names the
+    supported lines otherwise."""
+    if version is None:
+        import pyspark
+
+        version = pyspark.__version__
+    line = ".".join(version.split(".")[:2])
+    if line not in SPARK_LINES:
+        raise JarBuildError(
+            f"pyspark {version} is not supported by the statestore provider: supported Spark lines are "
+            f"{', '.join(sorted(SPARK_LINES))}"
+        )
+    return SPARK_LINES[line]
+
+
+def java_sources(line: str | None = None) -> list[Path]:
+    """The provider's Java sources for a Spark line's jar (default: the installed pyspark's), sorted."""
+    adapter = LINES_ROOT / (line if line is not None else spark_line())
+    return sorted(JAVA_ROOT.rglob("*.java")) + sorted(adapter.rglob("*.java"))
 
 
 def cache_key() -> str:
@@ -40,7 +62,7 @@ def cache_key() -> str:
 
     digest = hashlib.sha256()
     for src in java_sources():
-        digest.update(str(src.relative_to(JAVA_ROOT)).encode())
+        digest.update(str(src.relative_to(JAVA_ROOT.parent)).encode())
         digest.update(src.read_bytes())
     return f"pyspark{pyspark.__version__}-{digest.hexdigest()[:16]}"
 

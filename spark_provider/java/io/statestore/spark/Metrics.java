@@ -2,7 +2,6 @@ package io.statestore.spark;
 
 import java.util.List;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
-import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSizeMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSumMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomTimingMetric;
 
@@ -53,10 +52,10 @@ final class Metrics {
   }
 
   static final StateStoreCustomMetric SST_BYTES =
-      new StateStoreCustomSizeMetric("statestoreSstBytes", "statestore: size of local SST files", false);
+      SparkLine.sizeMetric("statestoreSstBytes", "statestore: size of local SST files");
 
-  static final StateStoreCustomMetric MEMORY_BYTES = new StateStoreCustomSizeMetric("statestoreMemoryBytes",
-      "statestore: RocksDB memory of the executors' stores (block cache and, bounded, write buffers)", false);
+  static final StateStoreCustomMetric MEMORY_BYTES = SparkLine.sizeMetric("statestoreMemoryBytes",
+      "statestore: RocksDB memory of the executors' stores (block cache and, bounded, write buffers)");
 
   static final List<StateStoreCustomMetric> ALL = all();
 

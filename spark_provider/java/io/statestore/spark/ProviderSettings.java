@@ -103,7 +103,7 @@ final class ProviderSettings {
     return new ProviderSettings(key -> {
       scala.Option<String> v = sql.get(key);
       return v.isDefined() ? v.get() : null;
-    }, conf.minDeltasForSnapshot(), conf.minVersionsToRetain(), conf.commitValidationEnabled());
+    }, conf.minDeltasForSnapshot(), conf.minVersionsToRetain(), SparkLine.commitValidationEnabled(conf));
   }
 
   /** The settings as the application's SparkConf has them (an executor plugin's view: no session yet). */

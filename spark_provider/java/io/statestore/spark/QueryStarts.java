@@ -1,7 +1,6 @@
 package io.statestore.spark;
 
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper;
 import org.apache.spark.sql.streaming.StreamingQuery;
 import org.apache.spark.sql.streaming.StreamingQueryListener;
 import org.slf4j.Logger;
@@ -41,8 +40,8 @@ public final class QueryStarts extends StreamingQueryListener {
   private static String stateRoot(QueryStartedEvent event) {
     SparkSession session = SparkSession.active();
     StreamingQuery query = session.streams().get(event.id());
-    if (!(query instanceof StreamingQueryWrapper wrapper)) return null;
-    return new org.apache.hadoop.fs.Path(wrapper.streamingQuery().resolvedCheckpointRoot(), "state").toString();
+    String root = query == null ? null : SparkLine.resolvedCheckpointRoot(query);
+    return root == null ? null : new org.apache.hadoop.fs.Path(root, "state").toString();
   }
 
   @Override

@@ -119,23 +119,22 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     StateStoreProvider.$init$(this);
   }
 
-  @Override
+  // Methods of one Spark line's contract only carry no @Override: each line's jar compiles these sources against
+  // that line's Spark (spark_provider/java_lines/README.md); there they implement it, elsewhere they are unused.
+
   public void org$apache$spark$sql$execution$streaming$state$StateStoreProvider$_setter_$maintenanceLock_$eq(
       ReentrantReadWriteLock lock) {
     this.maintenanceLock = lock;
   }
 
-  @Override
   public ReentrantReadWriteLock maintenanceLock() {
     return maintenanceLock;
   }
 
-  @Override
   public boolean unloaded() {
     return unloaded;
   }
 
-  @Override
   public void unloaded_$eq(boolean value) {
     unloaded = value;
   }
@@ -207,7 +206,6 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     return lastLoad;
   }
 
-  @Override
   public synchronized StateStore getStore(long version, scala.Option<String> uniqueId, boolean forceSnapshotOnCommit,
       boolean loadEmpty) {
     if (version < 0) throw new IllegalArgumentException("Version cannot be less than 0: " + version);
@@ -223,12 +221,28 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     return handOut(version, true, () -> loader.load(local, !localDirty, localDir, version, wanted, this::closeLocal));
   }
 
+  /** Spark 4.0 and 4.1's getStore: no snapshot asked for at the commit, never an empty load. */
+  public StateStore getStore(long version, scala.Option<String> uniqueId) {
+    return getStore(version, uniqueId, false, false);
+  }
+
+  /** Spark 4.0's replay from a snapshot (no checkpoint unique ids). */
+  public StateStore replayStateFromSnapshot(long snapshotVersion, long endVersion) {
+    return replayStateFromSnapshot(snapshotVersion, endVersion, false, scala.Option.empty(), scala.Option.empty());
+  }
+
+  /** Spark 4.0's change feed (no checkpoint unique id). */
+  public org.apache.spark.util.NextIterator<scala.Tuple4<scala.Enumeration.Value,
+      org.apache.spark.sql.catalyst.expressions.UnsafeRow, org.apache.spark.sql.catalyst.expressions.UnsafeRow,
+      Object>> getStateStoreChangeDataReader(long startVersion, long endVersion, scala.Option<String> columnFamily) {
+    return getStateStoreChangeDataReader(startVersion, endVersion, columnFamily, scala.Option.empty());
+  }
+
   /**
    * Spark's state data source with {@code snapshotStartBatchId}: version {@code endVersion} replayed from snapshot
    * {@code snapshotVersion} of the checkpoint location and the increments above it, never from this executor's
    * directory or a state node. The store is not the partition's primary for the node.
    */
-  @Override
   public synchronized StateStore replayStateFromSnapshot(long snapshotVersion, long endVersion, boolean readOnly,
       scala.Option<String> startUniqueId, scala.Option<String> endUniqueId) {
     if (snapshotVersion < 1 || endVersion < snapshotVersion) {
@@ -250,7 +264,6 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
    * Spark's state data source with {@code readChangeFeed}: the records of versions {@code startVersion..endVersion}
    * of one column family (the default one when none is named), read from the increments ({@link ChangeFeed}).
    */
-  @Override
   public org.apache.spark.util.NextIterator<scala.Tuple4<scala.Enumeration.Value,
       org.apache.spark.sql.catalyst.expressions.UnsafeRow, org.apache.spark.sql.catalyst.expressions.UnsafeRow,
       Object>> getStateStoreChangeDataReader(long startVersion, long endVersion, scala.Option<String> columnFamily,
@@ -561,7 +574,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
         scheduleSnapshot(store, inc.version);
       }
       snapshotAtCommit = false;
-      if (settings.commitValidation) StateStore.reportCommitToCoordinator(inc.version, storeId, hadoopConf);
+      if (settings.commitValidation) SparkLine.reportCommit(inc.version, storeId, hadoopConf);
       if (channel != null) {
         LAST_OWNER.put(partitionKey(), this);
         CompletableFuture<FrameCodec.Reply> answer = channel.committed(storeIdString, checkpoint.dir.toString(),
@@ -696,8 +709,8 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
       if (coordinator == null) {
         coordinator = org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef.forExecutor(env);
       }
-      coordinator.snapshotUploaded(new org.apache.spark.sql.execution.streaming.state.StateStoreProviderId(storeId,
-          java.util.UUID.fromString(runId)), version, System.currentTimeMillis());
+      SparkLine.snapshotUploaded(coordinator, new org.apache.spark.sql.execution.streaming.state.StateStoreProviderId(
+          storeId, java.util.UUID.fromString(runId)), version, System.currentTimeMillis());
     } catch (RuntimeException e) {
       LOG.debug("statestore: snapshot {} of {} not reported to the coordinator: {}", version, storeIdString,
           e.toString());

@@ -44,7 +44,7 @@ public final class StatestoreStore implements StateStore {
   private boolean lastExisted;
 
   StatestoreStore(StatestoreProvider provider, LocalStore local, long baseVersion, PartialMerge partial) {
-    StateStore.$init$(this);
+    SparkLine.initStore(this);
     this.provider = provider;
     this.local = local;
     this.baseVersion = baseVersion;
@@ -129,7 +129,6 @@ public final class StatestoreStore implements StateStore {
     }
   }
 
-  @Override
   public boolean keyExists(UnsafeRow key, String cf) {
     byte[] k = codec(cf).encodeKey(key);
     if (!overlaid()) return local.exists(cf, k);
@@ -181,7 +180,6 @@ public final class StatestoreStore implements StateStore {
     }
   }
 
-  @Override
   public void putList(UnsafeRow key, UnsafeRow[] values, String cf) {
     checkWritable("putList");
     RowCodec c = codec(cf);
@@ -215,7 +213,6 @@ public final class StatestoreStore implements StateStore {
     }
   }
 
-  @Override
   public void deleteRange(UnsafeRow begin, UnsafeRow end, String cf) {
     checkWritable("deleteRange");
     settled();
@@ -252,7 +249,6 @@ public final class StatestoreStore implements StateStore {
     }
   }
 
-  @Override
   public void mergeList(UnsafeRow key, UnsafeRow[] values, String cf) {
     checkWritable("mergeList");
     RowCodec c = codec(cf);
@@ -286,7 +282,6 @@ public final class StatestoreStore implements StateStore {
     return scan(cf, null, null, null, false);
   }
 
-  @Override
   public StateStoreIterator<UnsafeRowPair> iteratorWithMultiValues(String cf) {
     return scan(cf, null, null, null, codec(cf).multiValue);
   }
@@ -296,13 +291,11 @@ public final class StatestoreStore implements StateStore {
     return scan(cf, codec(cf).encodePrefix(prefix), null, null, false);
   }
 
-  @Override
   public StateStoreIterator<UnsafeRowPair> prefixScanWithMultiValues(UnsafeRow prefix, String cf) {
     RowCodec c = codec(cf);
     return scan(cf, c.encodePrefix(prefix), null, null, c.multiValue);
   }
 
-  @Override
   public StateStoreIterator<UnsafeRowPair> rangeScan(scala.Option<UnsafeRow> start, scala.Option<UnsafeRow> end,
       String cf) {
     RowCodec c = codec(cf);
@@ -310,7 +303,6 @@ public final class StatestoreStore implements StateStore {
         end.isDefined() ? c.encodeKey(end.get()) : null, false);
   }
 
-  @Override
   public StateStoreIterator<UnsafeRowPair> rangeScanWithMultiValues(scala.Option<UnsafeRow> start,
       scala.Option<UnsafeRow> end, String cf) {
     RowCodec c = codec(cf);
@@ -318,7 +310,6 @@ public final class StatestoreStore implements StateStore {
         end.isDefined() ? c.encodeKey(end.get()) : null, c.multiValue);
   }
 
-  @Override
   public scala.collection.immutable.Set<String> allColumnFamilyNames() {
     settled();
     return Scala.set(local.columnFamilies());
@@ -380,7 +371,6 @@ public final class StatestoreStore implements StateStore {
     state = State.ABORTED;
   }
 
-  @Override
   public void release() {
     closeScans();
     if (state == State.UPDATING) {
@@ -429,8 +419,7 @@ public final class StatestoreStore implements StateStore {
     }
     custom.put(Metrics.SST_BYTES, local.sstBytes());
     custom.put(Metrics.MEMORY_BYTES, LocalStore.memoryShare());
-    return new StateStoreMetrics(local.totalCount(), local.memoryBytes(), Scala.map(custom),
-        Scala.map(new HashMap<>()));
+    return SparkLine.storeMetrics(local.totalCount(), local.memoryBytes(), Scala.map(custom));
   }
 
   @Override
