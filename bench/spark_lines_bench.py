@@ -1,0 +1,165 @@
+"""The compatibility matrix: our provider on every supported Spark line, each in a virtual environment of its own.
+
+    python bench/spark_lines_bench.py [--quick] --out FILE.json [--lines 4.0 4.1 ...]
+
+For the latest patch release of each supported line (`LATEST`), a virtual environment `.venvs/pyspark-<version>`
+(made on first use: this project installed editable, with that pyspark) runs the compatibility subset of the tests
+against that line's own Spark and its own RocksDB provider:
+
+- **operators_equal**: `tests/test_provider_operators.py`: every stateful operator's output on our provider equals
+  Spark's RocksDB provider's on the same input;
+- **api_equal**: `tests/test_provider_api.py`: the provider API transcript (gets, puts, removes, iterators, commits,
+  aborts, reloads) equals Spark's RocksDB provider's;
+- **failover_source**: `tests/test_failover_spark.py`'s q=1 aggregation with an executor killed between batches and
+  before a commit: "replica" when every lost partition loaded from a replica and the outputs equal Spark's;
+- **state_reader**: `tests/test_state_data_source.py`: Spark's state data source reads our checkpoints as it reads
+  its own provider's.
+
+`--quick` skips the state data source and keeps one operator test. Prints a table, writes
+`{"lines": {"<pyspark version>": {"operators_equal", "api_equal", "failover_source", "state_reader", "seconds"}}}`
+and a PNG beside it (seconds per line, coloured by result). Run one line at a time: each starts Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+VENVS = ROOT / ".venvs"
+# The latest patch release of each supported Spark line (spark_provider/jar.py, SPARK_LINES).
+LATEST = {"4.0": "4.0.5", "4.1": "4.1.4", "4.2": "4.2.1", "4.3": "4.3.0"}
+FAILOVER_TEST = (
+    "tests/test_failover_spark.py::test_q1_aggregation_fails_over_to_replicas_between_batches_and_before_a_commit"
+)
+CHECKS = {
+    "operators_equal": ["tests/test_provider_operators.py"],
+    "api_equal": ["tests/test_provider_api.py"],
+    "failover_source": [FAILOVER_TEST],
+    "state_reader": ["tests/test_state_data_source.py"],
+}
+QUICK_CHECKS = {
+    "operators_equal": ["tests/test_provider_operators.py::test_aggregation_update_mode"],
+    "api_equal": ["tests/test_provider_api.py"],
+    "failover_source": [FAILOVER_TEST],
+}
+
+
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def venv_for(version: str) -> Path:
+    """The virtual environment for pyspark `version`, made and filled on first use; returns its python."""
+    venv = VENVS / f"pyspark-{version}"
+    python = venv / "bin" / "python"
+    marker = venv / ".installed"
+    if not marker.exists() or marker.stat().st_mtime < (ROOT / "pyproject.toml").stat().st_mtime:
+        _log(f"pyspark {version}: making {venv.relative_to(ROOT)} (pip install; the first time downloads Spark)")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]", f"pyspark=={version}"],
+                       check=True)  # fmt: skip
+        marker.touch()
+    return python
+
+
+def run_check(python: Path, tests: list[str], log: Path) -> bool:
+    """Whether `tests` pass under `python`; their output goes to `log`."""
+    with log.open("w") as out:
+        result = subprocess.run(
+            [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=ROOT, stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    return result.returncode == 0
+
+
+def run_line(version: str, checks: dict[str, list[str]], logs: Path) -> dict[str, Any]:
+    """The compatibility subset on pyspark `version`."""
+    started = time.monotonic()
+    python = venv_for(version)
+    result: dict[str, Any] = {}
+    for name, tests in checks.items():
+        _log(f"pyspark {version}: {name} ...")
+        passed = run_check(python, tests, logs / f"{version}-{name}.log")
+        if name == "failover_source":
+            result[name] = "replica" if passed else "failed"
+        else:
+            result[name] = passed
+        _log(f"pyspark {version}: {name}: {result[name]}")
+    result.setdefault("state_reader", "not run")
+    result["seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def passed(result: dict[str, Any]) -> bool:
+    """Whether a line passed every check it ran."""
+    return (
+        result["operators_equal"] is True
+        and result["api_equal"] is True
+        and result["failover_source"] == "replica"
+        and result["state_reader"] in (True, "n/a", "not run")
+    )
+
+
+def print_table(report: dict[str, Any]) -> None:
+    """The matrix as a table."""
+    print(f"{'pyspark':<10}{'operators':<11}{'api':<7}{'failover':<10}{'state reader':<14}{'seconds':>8}")
+    for version, r in report["lines"].items():
+        print(
+            f"{version:<10}{r['operators_equal']!s:<11}{r['api_equal']!s:<7}{r['failover_source']:<10}"
+            f"{r['state_reader']!s:<14}{r['seconds']:>8}"
+        )
+
+
+def write_png(report: dict[str, Any], path: Path) -> None:
+    """Seconds per line, green where every check passed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    versions = list(report["lines"])
+    seconds = [report["lines"][v]["seconds"] for v in versions]
+    colours = ["tab:green" if passed(report["lines"][v]) else "tab:red" for v in versions]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.bar(versions, seconds, color=colours)
+    ax.set_xlabel("pyspark")
+    ax.set_ylabel("seconds (compatibility subset)")
+    ax.set_title("statestore on each Spark line (green: every check passed)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the matrix; exit status 1 if a line failed a check."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smaller subset (no state data source)")
+    parser.add_argument("--out", required=True, help="the JSON to write (a PNG is written beside it)")
+    parser.add_argument("--lines", nargs="*", default=sorted(LATEST), help="Spark lines (default: all supported)")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.lines) - set(LATEST))
+    if unknown:
+        parser.error(f"unsupported Spark line(s) {unknown}; supported: {sorted(LATEST)}")
+    out = Path(args.out)
+    logs = out.with_suffix(".logs")
+    logs.mkdir(parents=True, exist_ok=True)
+    checks = QUICK_CHECKS if args.quick else CHECKS
+    report = {"lines": {LATEST[line]: run_line(LATEST[line], checks, logs) for line in args.lines}}
+    report["quick"] = args.quick
+    report["all_passed"] = all(passed(r) for r in report["lines"].values())
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    write_png(report, out.with_suffix(".png"))
+    print_table(report)
+    print(f"logs of each check: {logs}")
+    return 0 if report["all_passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
