@@ -30,10 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-VENVS = ROOT / ".venvs"
-# The latest patch release of each supported Spark line (spark_provider/jar.py, SPARK_LINES).
-LATEST = {"4.0": "4.0.5", "4.1": "4.1.4", "4.2": "4.2.1", "4.3": "4.3.0"}
+from spark_provider.jar import LINE_RELEASES as LATEST
+from spark_provider.spark_lines import ROOT, venv_python
+
 FAILOVER_TEST = (
     "tests/test_failover_spark.py::test_q1_aggregation_fails_over_to_replicas_between_batches_and_before_a_commit"
 )
@@ -54,21 +53,6 @@ def _log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def venv_for(version: str) -> Path:
-    """The virtual environment for pyspark `version`, made and filled on first use; returns its python."""
-    venv = VENVS / f"pyspark-{version}"
-    python = venv / "bin" / "python"
-    marker = venv / ".installed"
-    if not marker.exists() or marker.stat().st_mtime < (ROOT / "pyproject.toml").stat().st_mtime:
-        _log(f"pyspark {version}: making {venv.relative_to(ROOT)} (pip install; the first time downloads Spark)")
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]", f"pyspark=={version}"],
-                       check=True)  # fmt: skip
-        marker.touch()
-    return python
-
-
 def run_check(python: Path, tests: list[str], log: Path) -> bool:
     """Whether `tests` pass under `python`; their output goes to `log`."""
     with log.open("w") as out:
@@ -82,7 +66,7 @@ def run_check(python: Path, tests: list[str], log: Path) -> bool:
 def run_line(version: str, checks: dict[str, list[str]], logs: Path) -> dict[str, Any]:
     """The compatibility subset on pyspark `version`."""
     started = time.monotonic()
-    python = venv_for(version)
+    python = venv_python(version)
     result: dict[str, Any] = {}
     for name, tests in checks.items():
         _log(f"pyspark {version}: {name} ...")

@@ -8,12 +8,65 @@ import shutil
 import sys
 from pathlib import Path
 
-from spark_provider.jar import JarBuildError, provider_jar
+from spark_provider.jar import (
+    LINE_RELEASES,
+    SPARK_LINES,
+    JarBuildError,
+    installed_line,
+    manifest_attributes,
+    packaged_jar,
+    packaged_jar_path,
+    provider_jar,
+    refresh_packaged_jars,
+)
+
+
+def _jar_for(line: str | None) -> Path:
+    """The jar of Spark `line` (default: the installed pyspark's): the package's prebuilt one, or one built here."""
+    if line is None or line == installed_line():
+        return provider_jar()
+    prebuilt = packaged_jar(line)
+    if prebuilt is None:
+        raise JarBuildError(
+            f"this package has no prebuilt jar of Spark {line} for its sources; build it with that line's pyspark "
+            f"installed (pip install 'pyspark=={LINE_RELEASES[line]}', then statestore build-jar), or in a source tree "
+            f"with statestore build-jar --refresh-packaged"
+        )
+    return prebuilt
+
+
+def _list_lines() -> int:
+    for line in sorted(SPARK_LINES):
+        path = packaged_jar_path(line)
+        if packaged_jar(line) is not None:
+            state = f"prebuilt against Spark {manifest_attributes(path).get('Statestore-Built-Against-Spark', '?')}"
+        elif path.exists():
+            state = "prebuilt jar stale (its sources changed): built with javac on use"
+        else:
+            state = "no prebuilt jar: built with javac on use"
+        print(f"Spark {line}: {state}")
+    return 0
 
 
 def _build_jar(args: argparse.Namespace) -> int:
+    if args.list:
+        return _list_lines()
     try:
-        built = provider_jar()
+        if args.refresh_packaged:
+            from spark_provider.spark_lines import spark_jars_of
+
+            lines = [args.spark] if args.spark else sorted(SPARK_LINES)
+            written = refresh_packaged_jars(lines, {line: spark_jars_of(line) for line in lines})
+            for path in written:
+                print(f"wrote {path}")
+            return 0
+        if args.out is None:
+            print("statestore build-jar: --out is required (or --list, --refresh-packaged)")
+            return 2
+        if args.spark is not None and args.spark not in SPARK_LINES:
+            supported = ", ".join(sorted(SPARK_LINES))
+            raise JarBuildError(f"Spark {args.spark} is not supported: supported lines are {supported}")
+        built = _jar_for(args.spark)
     except JarBuildError as e:
         print(f"statestore build-jar: {e}")
         return 1
@@ -80,8 +133,14 @@ def _spark_conf(args: argparse.Namespace) -> int:
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `build-jar` and `spark-conf` on the `statestore` command line."""
-    parser = subparsers.add_parser("build-jar", help="build the Spark provider jar")
-    parser.add_argument("--out", required=True, help="where to write the jar")
+    parser = subparsers.add_parser("build-jar", help="write the Spark provider jar of a Spark line")
+    parser.add_argument("--out", help="where to write the jar")
+    parser.add_argument("--spark", metavar="LINE", help="Spark line, 4.0 to 4.3 (default: the installed pyspark's)")
+    parser.add_argument("--list", action="store_true", help="list the supported Spark lines and their prebuilt jars")
+    parser.add_argument(
+        "--refresh-packaged", action="store_true",
+        help="(developers) rebuild the package's prebuilt jars whose sources changed, against .venvs/pyspark-<release>",
+    )  # fmt: skip
     parser.set_defaults(handler=_build_jar)
 
     confs = subparsers.add_parser(
