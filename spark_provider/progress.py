@@ -4,6 +4,7 @@ Shared by the demo, the benchmarks and the tests."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 LOAD_SOURCES = ("local", "replica", "peer", "checkpoint")
@@ -16,9 +17,13 @@ def files_processed(query: Any) -> int:
     if not progress or not progress["sources"]:
         return 0
     end = progress["sources"][0]["endOffset"]
+    if not end:
+        return 0
     if isinstance(end, str):
-        end = json.loads(end)
-    return int(end["logOffset"]) + 1 if end else 0
+        # The offset's JSON, except on Spark 4.0, whose progress gives a Python dict's repr ("{'logOffset': 3}").
+        found = re.search(r"logOffset['\"]?\s*:\s*(\d+)", end)
+        return int(found.group(1)) + 1 if found else int(json.loads(end)["logOffset"]) + 1
+    return int(end["logOffset"]) + 1
 
 
 def load_sources(progress: dict[str, Any]) -> dict[str, int]:
