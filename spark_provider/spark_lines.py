@@ -28,7 +28,8 @@ def venv_python(release: str) -> Path:
     marker = venv / ".installed"
     if not marker.exists() or marker.stat().st_mtime < (ROOT / "pyproject.toml").stat().st_mtime:
         _log(f"pyspark {release}: making {venv} (pip install; the first time downloads Spark)")
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        if not python.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]", f"pyspark=={release}"],
                        check=True)  # fmt: skip

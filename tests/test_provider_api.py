@@ -73,6 +73,12 @@ def _counts(lines: list[str], prefix: str) -> list[int]:
 def test_transcripts_are_not_trivial(transcripts: dict[str, list[str]]) -> None:
     ours = transcripts[OURS]
     multivalue = _scenario(ours, "multivalue")
+    if "putList a [1,2] -> absent on this Spark line" in multivalue:
+        # Spark 4.0's StateStore has no lists, range scans or deleteRange: its transcripts compare the rest.
+        assert "list valuesIterator b -> [(3,s3)]" in multivalue
+        assert any(line.startswith("pfx prefixScan -1 -> [4] ") for line in _scenario(ours, "scans"))
+        assert "removeColFamilyIfExists plain -> true" in _scenario(ours, "colfamilies")
+        return
     assert "list valuesIterator a -> [(1,s1), (2,s2)]" in multivalue
     assert "list valuesIterator b -> [(3,s3), (4,s4), (5,s5)]" in multivalue
     assert "list valuesIterator c -> []" in multivalue  # putList of an empty list

@@ -133,7 +133,11 @@ def _both(spark: Any, tmp_path: Path, schemas: dict[str, str], build: Any, mode:
 
 def test_aggregation(spark: Any, tmp_path: Path, checkpoint_format: int) -> None:
     """With either checkpoint format (with format v2 Spark names the version's checkpoint id it reads)."""
+    import pyspark
     from pyspark.sql import functions as F
+
+    if checkpoint_format == 2 and pyspark.__version__.startswith("4.0."):
+        pytest.skip("Spark 4.0's state data source reads no checkpoint format 2 (its own RocksDB provider fails too)")
 
     def build(spark: Any, s: dict[str, Any]) -> Any:
         return s["events"].groupBy("k").agg(F.sum("v").alias("s"), F.count("*").alias("n"))

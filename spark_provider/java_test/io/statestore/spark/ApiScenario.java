@@ -112,11 +112,44 @@ public final class ApiScenario {
     Object run() throws Exception;
   }
 
+  /** A method of a newer Spark line's StateStore contract, absent from the running line's. */
+  static final class Absent extends Exception {
+    Absent(String method) {
+      super(method + " is not in this Spark line's StateStore contract");
+    }
+  }
+
+  /**
+   * Calls a method that only some Spark lines' contract has (4.1+: multi-value lists, range scans, keyExists),
+   * looked up on the contract's interface, not on the store's class (ours has them on every line): absent on a line
+   * without it, for both providers alike.
+   */
+  @SuppressWarnings("unchecked")
+  static <T> T call(Class<?> contract, Object target, String name, Object... args) throws Exception {
+    for (java.lang.reflect.Method m : contract.getMethods()) {
+      if (m.getName().equals(name) && m.getParameterCount() == args.length) {
+        try {
+          return (T) m.invoke(target, args);
+        } catch (java.lang.reflect.InvocationTargetException e) {
+          if (e.getCause() instanceof Exception cause) throw cause;
+          throw e;
+        }
+      }
+    }
+    throw new Absent(name);
+  }
+
+  static <T> T call(StateStore s, String name, Object... args) throws Exception {
+    return call(StateStore.class, s, name, args);
+  }
+
   /** Runs one operation, printing its result, or ERR when it throws (the exception classes may differ). */
   void op(String what, Action a) {
     try {
       Object r = a.run();
       line(what + (r == null ? "" : " -> " + r));
+    } catch (Absent e) {
+      line(what + " -> absent on this Spark line");
     } catch (Exception e) {
       line(what + " -> ERR");
       if (System.getenv("API_SCENARIO_TRACE") != null) e.printStackTrace();
@@ -135,20 +168,35 @@ public final class ApiScenario {
     StateStoreId id = new StateStoreId(new File(root, scenarioDir).getPath(), opId, 0, "default");
     Configuration hadoop = new Configuration();
     // Spark's provider reads the query's run id from the Hadoop conf, as a streaming query sets it.
-    hadoop.set(org.apache.spark.sql.execution.streaming.runtime.StreamExecution.RUN_ID_KEY(), RUN_ID);
+    hadoop.set("sql.streaming.runId", RUN_ID); // StreamExecution.RUN_ID_KEY, whose package differs between lines
     p.init(id, DEFAULT_KEY, DEFAULT_VALUE, CFS.get("default").spec(), true, conf, hadoop, false,
         scala.Option.empty());
     open.add(p);
     return p;
   }
 
-  static StateStore store(StateStoreProvider p, long version) {
-    return p.getStore(version, scala.Option.empty(), false, false);
+  static StateStore store(StateStoreProvider p, long version) throws Exception {
+    try {
+      return call(StateStoreProvider.class, p, "getStore", version, scala.Option.empty(), false, false); // 4.2+
+    } catch (Absent e) {
+      return call(StateStoreProvider.class, p, "getStore", version, scala.Option.empty());
+    }
   }
 
   static void create(StateStore s, String cf) {
     Cf c = CFS.get(cf);
     s.createColFamilyIfAbsent(cf, c.key(), c.value(), c.spec(), c.multi(), false);
+  }
+
+  /** keyExists where the line has it, else whether get finds the key (an error: as if present). */
+  static boolean keyExists(StateStore s, UnsafeRow key, String cf) {
+    try {
+      return call(s, "keyExists", key, cf);
+    } catch (Absent e) {
+      return s.get(key, cf) != null;
+    } catch (Exception e) {
+      return true;
+    }
   }
 
   static long numKeys(StateStore s) {
@@ -192,9 +240,9 @@ public final class ApiScenario {
           }
         }
         case "list" -> {
-          op(cf + " iteratorWithMultiValues", () -> scan(s.iteratorWithMultiValues(cf), c));
+          op(cf + " iteratorWithMultiValues", () -> scan(call(s, "iteratorWithMultiValues", cf), c));
           for (String k : LIST_KEYS) {
-            op(cf + " keyExists " + k, () -> s.keyExists(row(c.key(), k), cf));
+            op(cf + " keyExists " + k, () -> call(s, "keyExists", row(c.key(), k), cf));
             List<String> vs = new ArrayList<>();
             op(cf + " valuesIterator " + k, () -> {
               scala.collection.Iterator<UnsafeRow> it = s.valuesIterator(row(c.key(), k), cf);
@@ -203,7 +251,7 @@ public final class ApiScenario {
             });
             // get() of a multi-value key is defined for presence only, and Spark returns an undefined row for a
             // key holding an empty list (we return null): compared for keys with values or without an entry.
-            if (!vs.isEmpty() || !s.keyExists(row(c.key(), k), cf)) {
+            if (!vs.isEmpty() || !keyExists(s, row(c.key(), k), cf)) {
               op(cf + " get " + k + " present", () -> s.get(row(c.key(), k), cf) != null);
             }
           }
@@ -224,8 +272,8 @@ public final class ApiScenario {
                 : scala.Option.apply(row(c.key(), bd[0], 0));
             scala.Option<UnsafeRow> to = bd[1] == Long.MIN_VALUE ? scala.Option.empty()
                 : scala.Option.apply(row(c.key(), bd[1], 0));
-            if (!c.multi()) op(cf + " rangeScan " + label2, () -> scan(s.rangeScan(from, to, cf), c));
-            else op(cf + " rangeScanWithMultiValues " + label2, () -> scan(s.rangeScanWithMultiValues(from, to, cf), c));
+            if (!c.multi()) op(cf + " rangeScan " + label2, () -> scan(call(s, "rangeScan", from, to, cf), c));
+            else op(cf + " rangeScanWithMultiValues " + label2, () -> scan(call(s, "rangeScanWithMultiValues", from, to, cf), c));
           }
         }
         default -> { }
@@ -262,13 +310,13 @@ public final class ApiScenario {
     StructType v = c.value();
     StateStore s = store(p, 0);
     create(s, "list");
-    op("putList a [1,2]", () -> { s.putList(row(k, "a"), vals(v, 1, 2), "list"); return null; });
+    op("putList a [1,2]", () -> { call(s, "putList", row(k, "a"), vals(v, 1, 2), "list"); return null; });
     op("merge b 3", () -> { s.merge(row(k, "b"), vals(v, 3)[0], "list"); return null; });
-    op("mergeList b [4,5]", () -> { s.mergeList(row(k, "b"), vals(v, 4, 5), "list"); return null; });
-    op("putList c []", () -> { s.putList(row(k, "c"), vals(v), "list"); return null; });
+    op("mergeList b [4,5]", () -> { call(s, "mergeList", row(k, "b"), vals(v, 4, 5), "list"); return null; });
+    op("putList c []", () -> { call(s, "putList", row(k, "c"), vals(v), "list"); return null; });
     op("merge d 6", () -> { s.merge(row(k, "d"), vals(v, 6)[0], "list"); return null; });
     op("remove d", () -> { s.remove(row(k, "d"), "list"); return null; });
-    op("mergeList e []", () -> { s.mergeList(row(k, "e"), vals(v), "list"); return null; });
+    op("mergeList e []", () -> { call(s, "mergeList", row(k, "e"), vals(v), "list"); return null; });
     op("put f 7", () -> { s.put(row(k, "f"), vals(v, 7)[0], "list"); return null; });
     op("merge f 8", () -> { s.merge(row(k, "f"), vals(v, 8)[0], "list"); return null; });
     op("remove g (absent)", () -> { s.remove(row(k, "g"), "list"); return null; });
@@ -279,10 +327,10 @@ public final class ApiScenario {
     create(s2, "list");
     dump("v1 as loaded after its commit", s2, "list");
     op("merge a 9", () -> { s2.merge(row(k, "a"), vals(v, 9)[0], "list"); return null; });
-    op("mergeList a [10,11]", () -> { s2.mergeList(row(k, "a"), vals(v, 10, 11), "list"); return null; });
+    op("mergeList a [10,11]", () -> { call(s2, "mergeList", row(k, "a"), vals(v, 10, 11), "list"); return null; });
     op("remove b", () -> { s2.remove(row(k, "b"), "list"); return null; });
     op("merge b 12", () -> { s2.merge(row(k, "b"), vals(v, 12)[0], "list"); return null; });
-    op("putList f [13]", () -> { s2.putList(row(k, "f"), vals(v, 13), "list"); return null; });
+    op("putList f [13]", () -> { call(s2, "putList", row(k, "f"), vals(v, 13), "list"); return null; });
     op("merge c 14", () -> { s2.merge(row(k, "c"), vals(v, 14)[0], "list"); return null; });
     commit(s2);
 
@@ -290,7 +338,7 @@ public final class ApiScenario {
     create(s3, "list");
     dump("v2 as loaded after its commit", s3, "list");
     op("merge g 15", () -> { s3.merge(row(k, "g"), vals(v, 15)[0], "list"); return null; });
-    op("mergeList a [16]", () -> { s3.mergeList(row(k, "a"), vals(v, 16), "list"); return null; });
+    op("mergeList a [16]", () -> { call(s3, "mergeList", row(k, "a"), vals(v, 16), "list"); return null; });
     commit(s3);
 
     for (long ver = 1; ver <= 3; ver++) {
@@ -382,7 +430,7 @@ public final class ApiScenario {
       for (long ts : new long[] {4, -2, 0, 9, 3}) {
         for (int id : new int[] {1, -1}) {
           s.merge(row(rk, ts, id), vals(rlv, (int) ts * 10 + id)[0], "rngl");
-          s.mergeList(row(rk, ts, id), vals(rlv, 1000 + id, 2000 + id), "rngl");
+          call(s, "mergeList", row(rk, ts, id), vals(rlv, 1000 + id, 2000 + id), "rngl");
         }
       }
       return null;
@@ -397,8 +445,8 @@ public final class ApiScenario {
     create(s2, "rngl");
     dump("v1", s2, "pfx", "rng", "rngl");
     countNote = " (after deleteRange)";
-    op("deleteRange rng (-3,0)..(5,0)", () -> { s2.deleteRange(row(rk, -3L, 0), row(rk, 5L, 0), "rng"); return null; });
-    op("deleteRange rngl (0,0)..(4,0)", () -> { s2.deleteRange(row(rk, 0L, 0), row(rk, 4L, 0), "rngl"); return null; });
+    op("deleteRange rng (-3,0)..(5,0)", () -> { call(s2, "deleteRange", row(rk, -3L, 0), row(rk, 5L, 0), "rng"); return null; });
+    op("deleteRange rngl (0,0)..(4,0)", () -> { call(s2, "deleteRange", row(rk, 0L, 0), row(rk, 4L, 0), "rngl"); return null; });
     op("put rng (4,9)", () -> { s2.put(row(rk, 4L, 9), row(CFS.get("rng").value(), "new"), "rng"); return null; });
     op("remove pfx group 2 while scanning it", () -> {
       StateStoreIterator<UnsafeRowPair> it = s2.prefixScan(row(schema("grp", DataTypes.IntegerType), 2), "pfx");
