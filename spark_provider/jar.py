@@ -25,8 +25,8 @@ JAVA_ROOT = Path(__file__).resolve().parent / "java"
 LINES_ROOT = Path(__file__).resolve().parent / "java_lines"
 PACKAGED_ROOT = Path(__file__).resolve().parent / "jars"
 DEFAULT_CACHE = Path(os.environ.get("STATESTORE_CACHE", Path.home() / ".cache" / "statestore"))
-# Spark line (major.minor of pyspark) -> its adapter's directory under java_lines/ (4.1 and 4.2 share one).
-SPARK_LINES = {"4.0": "4.0", "4.1": "4.1", "4.2": "4.1", "4.3": "4.3"}
+# Spark line (major.minor of pyspark) -> its adapter's directory under java_lines/ (4.1 to 4.3 share one).
+SPARK_LINES = {"4.0": "4.0", "4.1": "4.1", "4.2": "4.1", "4.3": "4.1"}
 # The release each line's prebuilt jar is compiled against: the line's latest patch release.
 LINE_RELEASES = {"4.0": "4.0.5", "4.1": "4.1.4", "4.2": "4.2.1", "4.3": "4.3.0"}
 _SOURCES_ATTRIBUTE = "Statestore-Sources-SHA256"

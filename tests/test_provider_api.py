@@ -63,7 +63,17 @@ def test_same_transcript_as_sparks_rocksdb_provider(transcripts: dict[str, list[
     assert not differing, "\n".join(f"ours:  {a}\nspark: {b}" for a, b in differing[:20])
     assert len(ours) > 60
     errors = [line for line in ours if line.endswith("-> ERR")]
-    assert errors == (["get plain 1 after remove -> ERR"] if scenario == "colfamilies" else [])
+    expected = {"colfamilies": ["get plain 1 after remove -> ERR"]}.get(scenario, [])
+    if scenario == "multivalue" and _empty_lists_refused():
+        expected = ["putList c [] -> ERR", "mergeList e [] -> ERR"]
+    assert errors == expected
+
+
+def _empty_lists_refused() -> bool:
+    """Spark 4.1's RocksDB provider refuses putList and mergeList of an empty list (and ours does on 4.1)."""
+    import pyspark
+
+    return pyspark.__version__.startswith("4.1.")
 
 
 def _counts(lines: list[str], prefix: str) -> list[int]:
@@ -81,12 +91,15 @@ def test_transcripts_are_not_trivial(transcripts: dict[str, list[str]]) -> None:
         return
     assert "list valuesIterator a -> [(1,s1), (2,s2)]" in multivalue
     assert "list valuesIterator b -> [(3,s3), (4,s4), (5,s5)]" in multivalue
-    assert "list valuesIterator c -> []" in multivalue  # putList of an empty list
-    assert "list keyExists c -> true" in multivalue
     assert "list valuesIterator f -> [(7,s7), (8,s8)]" in multivalue  # put then merge in one commit
     assert "list valuesIterator a -> [(1,s1), (2,s2), (9,s9), (10,s10), (11,s11)]" in multivalue
     assert "list valuesIterator a -> [(1,s1), (2,s2), (9,s9), (10,s10), (11,s11), (16,s16)]" in multivalue
-    assert _counts(multivalue, "numKeys after commit") == [5, 5, 6, 6]
+    if _empty_lists_refused():  # c and e hold nothing
+        assert _counts(multivalue, "numKeys after commit") == [3, 4, 5, 5], multivalue
+    else:
+        assert "list valuesIterator c -> []" in multivalue  # putList of an empty list
+        assert "list keyExists c -> true" in multivalue
+        assert _counts(multivalue, "numKeys after commit") == [5, 5, 6, 6]
 
     families = _scenario(ours, "colfamilies")
     assert "removeColFamilyIfExists plain -> true" in families
@@ -96,9 +109,11 @@ def test_transcripts_are_not_trivial(transcripts: dict[str, list[str]]) -> None:
     assert _counts(families, "numKeys after commit") == [6, 3, 3, 4, 4]
 
     scans = _scenario(ours, "scans")
+    assert any(line.startswith("pfx prefixScan -1 -> [4] ") for line in scans)
+    if "rng rangeScan 3..3 -> absent on this Spark line" in scans:
+        return  # Spark 4.0 and 4.1 have no range scans or deleteRange
     assert "rng rangeScan 3..3 -> [0]" in scans  # the end bound is exclusive
     assert any(line.startswith("rng rangeScan -5..10 -> [17] (-3,0)=") for line in scans)
-    assert any(line.startswith("pfx prefixScan -1 -> [4] ") for line in scans)
     # Exact after deleteRange: the sum of what the iterators return (Spark's provider says 55 here).
     assert _counts(scans, "numKeys after commit") == [58, 40, 40]
     assert _counts(scans, "numKeys after commit (after deleteRange)") == [40, 40]

@@ -2,6 +2,7 @@ package io.statestore.spark;
 
 import java.util.List;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
+import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSizeMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSumMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomTimingMetric;
 
@@ -51,10 +52,25 @@ final class Metrics {
     return java.util.Collections.unmodifiableMap(m);
   }
 
-  static final StateStoreCustomMetric SST_BYTES =
-      SparkLine.sizeMetric("statestoreSstBytes", "statestore: size of local SST files");
+  /** A size metric; Spark 4.3's constructor adds whether it is reported per store instance (ours are not). */
+  private static StateStoreCustomMetric sizeMetric(String name, String description) {
+    try {
+      try {
+        return StateStoreCustomSizeMetric.class.getConstructor(String.class, String.class, boolean.class)
+            .newInstance(name, description, false);
+      } catch (NoSuchMethodException before43) {
+        return StateStoreCustomSizeMetric.class.getConstructor(String.class, String.class)
+            .newInstance(name, description);
+      }
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("this Spark's StateStoreCustomSizeMetric has no known constructor", e);
+    }
+  }
 
-  static final StateStoreCustomMetric MEMORY_BYTES = SparkLine.sizeMetric("statestoreMemoryBytes",
+  static final StateStoreCustomMetric SST_BYTES =
+      sizeMetric("statestoreSstBytes", "statestore: size of local SST files");
+
+  static final StateStoreCustomMetric MEMORY_BYTES = sizeMetric("statestoreMemoryBytes",
       "statestore: RocksDB memory of the executors' stores (block cache and, bounded, write buffers)");
 
   static final List<StateStoreCustomMetric> ALL = all();

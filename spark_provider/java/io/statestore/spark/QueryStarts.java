@@ -40,8 +40,19 @@ public final class QueryStarts extends StreamingQueryListener {
   private static String stateRoot(QueryStartedEvent event) {
     SparkSession session = SparkSession.active();
     StreamingQuery query = session.streams().get(event.id());
-    String root = query == null ? null : SparkLine.resolvedCheckpointRoot(query);
+    String root = query == null ? null : resolvedCheckpointRoot(query);
     return root == null ? null : new org.apache.hadoop.fs.Path(root, "state").toString();
+  }
+
+  /** The resolved checkpoint root of a running query: the session's handle (StreamingQueryWrapper, whose package
+   * differs between Spark lines) wraps the engine's StreamExecution. Null when it is not such a handle. */
+  private static String resolvedCheckpointRoot(StreamingQuery query) {
+    try {
+      Object engine = query.getClass().getMethod("streamingQuery").invoke(query);
+      return (String) engine.getClass().getMethod("resolvedCheckpointRoot").invoke(engine);
+    } catch (ReflectiveOperationException | ClassCastException e) {
+      return null;
+    }
   }
 
   @Override

@@ -182,6 +182,7 @@ public final class StatestoreStore implements StateStore {
 
   public void putList(UnsafeRow key, UnsafeRow[] values, String cf) {
     checkWritable("putList");
+    SparkLine.checkListAccepted("putList", values.length);
     RowCodec c = codec(cf);
     if (!c.multiValue) throw new UnsupportedOperationException("putList needs a multi-value column family");
     byte[] k = c.encodeKey(key);
@@ -251,6 +252,7 @@ public final class StatestoreStore implements StateStore {
 
   public void mergeList(UnsafeRow key, UnsafeRow[] values, String cf) {
     checkWritable("mergeList");
+    SparkLine.checkListAccepted("mergeList", values.length);
     RowCodec c = codec(cf);
     if (!c.multiValue) throw new UnsupportedOperationException("mergeList needs a multi-value column family");
     try {

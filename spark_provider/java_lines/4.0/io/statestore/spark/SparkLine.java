@@ -1,6 +1,5 @@
 package io.statestore.spark;
 
-import org.apache.spark.sql.execution.streaming.StreamingQueryWrapper;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef;
@@ -8,28 +7,13 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
-import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSizeMetric;
-import org.apache.spark.sql.streaming.StreamingQuery;
 
 /**
  * What differs between Spark lines, for Spark 4.0 (spark_provider/java_lines/README.md): the jar for this line
  * is the common sources (spark_provider/java) and this class.
  */
 final class SparkLine {
-  /** The Spark line this jar is built for. */
-  static final String LINE = "4.0";
-
   private SparkLine() {}
-
-  /** A size metric. */
-  static StateStoreCustomMetric sizeMetric(String name, String description) {
-    return new StateStoreCustomSizeMetric(name, description);
-  }
-
-  /** The resolved checkpoint root of a running query (the session's handle wraps the engine's). */
-  static String resolvedCheckpointRoot(StreamingQuery query) {
-    return query instanceof StreamingQueryWrapper w ? w.streamingQuery().resolvedCheckpointRoot() : null;
-  }
 
   /** Store metrics: the key count, memory and our custom metrics (4.0 has no per-instance metrics). */
   static StateStoreMetrics storeMetrics(long keys, long memoryBytes,
@@ -51,4 +35,7 @@ final class SparkLine {
   /** Spark 4.0's coordinator does not track snapshot uploads. */
   static void snapshotUploaded(StateStoreCoordinatorRef coordinator, StateStoreProviderId id, long version,
       long timestampMs) {}
+
+  /** Spark 4.0's StateStore has no putList or mergeList: nothing calls them. */
+  static void checkListAccepted(String operation, int values) {}
 }

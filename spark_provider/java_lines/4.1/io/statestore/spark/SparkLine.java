@@ -1,6 +1,5 @@
 package io.statestore.spark;
 
-import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef;
@@ -8,28 +7,13 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
-import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSizeMetric;
-import org.apache.spark.sql.streaming.StreamingQuery;
 
 /**
- * What differs between Spark lines, for Spark 4.1 and 4.2 (spark_provider/java_lines/README.md): the jar for these
- * lines is the common sources (spark_provider/java) and this class.
+ * What differs between Spark lines, for Spark 4.1, 4.2 and 4.3 (spark_provider/java_lines/README.md): the jar
+ * of each of these lines is the common sources (spark_provider/java) and this class.
  */
 final class SparkLine {
-  /** The Spark line this jar is built for. */
-  static final String LINE = "4.1";
-
   private SparkLine() {}
-
-  /** A size metric. */
-  static StateStoreCustomMetric sizeMetric(String name, String description) {
-    return new StateStoreCustomSizeMetric(name, description);
-  }
-
-  /** The resolved checkpoint root of a running query (the session's handle wraps the engine's). */
-  static String resolvedCheckpointRoot(StreamingQuery query) {
-    return query instanceof StreamingQueryWrapper w ? w.streamingQuery().resolvedCheckpointRoot() : null;
-  }
 
   /** Store metrics: the key count, memory and our custom metrics (no per-instance metrics). */
   static StateStoreMetrics storeMetrics(long keys, long memoryBytes,
@@ -56,5 +40,15 @@ final class SparkLine {
   static void snapshotUploaded(StateStoreCoordinatorRef coordinator, StateStoreProviderId id, long version,
       long timestampMs) {
     coordinator.snapshotUploaded(id, version, timestampMs);
+  }
+
+  /**
+   * Refuses an empty list of values where the line's own RocksDB provider does: Spark 4.1's putList and mergeList
+   * take none, 4.2 and later take one (a key holding no values), and ours does as that line's provider does.
+   */
+  static void checkListAccepted(String operation, int values) {
+    if (values == 0 && org.apache.spark.package$.MODULE$.SPARK_VERSION().startsWith("4.1.")) {
+      throw new IllegalArgumentException(operation + " of an empty list: Spark 4.1 takes at least one value");
+    }
   }
 }
