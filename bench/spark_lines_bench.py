@@ -70,7 +70,10 @@ def run_line(version: str, checks: dict[str, list[str]], logs: Path) -> dict[str
     result: dict[str, Any] = {}
     for name, tests in checks.items():
         _log(f"pyspark {version}: {name} ...")
-        passed = run_check(python, tests, logs / f"{version}-{name}.log")
+        log = logs / f"{version}-{name}.log"
+        passed = run_check(python, tests, log)
+        if not passed:  # what CI shows of a failure: the end of that check's output
+            print("".join(log.read_text().splitlines(keepends=True)[-60:]), flush=True)
         if name == "failover_source":
             result[name] = "replica" if passed else "failed"
         else:
