@@ -53,12 +53,17 @@ final class LocalDirs {
     }
   }
 
+  /**
+   * Deletes {@code f} and everything beneath it, best effort (a later start-up retries). An entry may vanish while
+   * the tree is walked (RocksDB removing an old OPTIONS file as a store closes): the walk then starts again.
+   */
   static void deleteRecursively(File f) {
-    if (!f.exists()) return;
-    try (Stream<Path> s = Files.walk(f.toPath())) {
-      s.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    } catch (IOException e) {
-      // best effort: a later start-up retries
+    for (int attempt = 0; attempt < 3 && f.exists(); attempt++) {
+      try (Stream<Path> s = Files.walk(f.toPath())) {
+        s.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+      } catch (IOException | java.io.UncheckedIOException e) {
+        // walk again
+      }
     }
   }
 }
