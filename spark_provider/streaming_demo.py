@@ -153,7 +153,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from spark_provider.local_cluster import executor_pids, kill_executor
 
     print(f"starting Spark on a local cluster of {EXECUTORS} executor JVMs (1 core each) with the statestore "
-          "provider, one replica per state partition (q=1); the provider jar is built on first use", flush=True)
+          "provider, one replica per state partition (q=1)", flush=True)
     print(f"  logs: Spark's in {root / 'spark.log'}, the controller's in {root / 'controller.log'}", flush=True)
     builder = (SparkSession.builder.master(f"local-cluster[{EXECUTORS},1,1024]").appName("statestore-demo")
                .config("spark.sql.shuffle.partitions", str(PARTITIONS)).config("spark.ui.enabled", "false")
