@@ -15,8 +15,13 @@ against that line's own Spark and its own RocksDB provider:
 - **state_reader**: `tests/test_state_data_source.py`: Spark's state data source reads our checkpoints as it reads
   its own provider's.
 
-`--quick` skips the state data source and keeps one operator test. Prints a table, writes
-`{"lines": {"<pyspark version>": {"operators_equal", "api_equal", "failover_source", "state_reader", "seconds"}}}`
+`--quick` skips the state data source and keeps one operator test. `--wheel` adds **wheel_without_jdk**: the wheel
+`python -m build` makes, installed with that pyspark in a fresh environment (`.venvs/wheel-<version>`), runs
+`statestore demo` (a streaming aggregation, an executor killed, its partitions failed over) with no `javac` or `jar`
+on the PATH: "replica" when the demo ends OK with every lost partition loaded from its replica and no jar compiled.
+
+Prints a table, writes `{"lines": {"<pyspark version>": {"operators_equal", "api_equal", "failover_source",
+"state_reader", "seconds"}}}` (and "wheel_without_jdk")
 and a PNG beside it (seconds per line, coloured by result). Run one line at a time: each starts Spark.
 """
 
@@ -24,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -31,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_provider.jar import LINE_RELEASES as LATEST
-from spark_provider.spark_lines import ROOT, venv_python
+from spark_provider.spark_lines import ROOT, VENVS, venv_python
 
 FAILOVER_TEST = (
     "tests/test_failover_spark.py::test_q1_aggregation_fails_over_to_replicas_between_batches_and_before_a_commit"
@@ -63,8 +70,8 @@ def run_check(python: Path, tests: list[str], log: Path) -> bool:
     return result.returncode == 0
 
 
-def run_line(version: str, checks: dict[str, list[str]], logs: Path) -> dict[str, Any]:
-    """The compatibility subset on pyspark `version`."""
+def run_line(version: str, checks: dict[str, list[str]], logs: Path, wheel: bool = False) -> dict[str, Any]:
+    """The compatibility subset on pyspark `version` (and, with `wheel`, the demo from the wheel without a JDK)."""
     started = time.monotonic()
     python = venv_python(version)
     result: dict[str, Any] = {}
@@ -80,8 +87,49 @@ def run_line(version: str, checks: dict[str, list[str]], logs: Path) -> dict[str
             result[name] = passed
         _log(f"pyspark {version}: {name}: {result[name]}")
     result.setdefault("state_reader", "not run")
+    if wheel:
+        _log(f"pyspark {version}: wheel_without_jdk ...")
+        result["wheel_without_jdk"] = wheel_without_jdk(version, logs)
+        _log(f"pyspark {version}: wheel_without_jdk: {result['wheel_without_jdk']}")
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+def _path_without_jdk_tools(into: Path) -> str:
+    """A directory of links to everything on the PATH but the JDK's development tools: a Java runtime's view."""
+    into.mkdir(parents=True, exist_ok=True)
+    hidden = {"javac", "jar", "javap", "jlink", "jdeps", "jshell", "jmod", "jarsigner"}
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        for tool in Path(directory).glob("*") if Path(directory).is_dir() else []:
+            link = into / tool.name
+            if tool.name not in hidden and not link.exists() and not link.is_symlink():
+                link.symlink_to(tool)
+    return str(into)
+
+
+def wheel_without_jdk(version: str, logs: Path) -> str:
+    """The demo, from the wheel, with that pyspark and no javac: 'replica' when it fails over from replicas."""
+    work = VENVS / f"wheel-{version}"
+    if work.exists():
+        shutil.rmtree(work)
+    subprocess.run([sys.executable, "-m", "venv", str(work)], check=True)
+    python = work / "bin" / "python"
+    dist = work / "dist"
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)], check=True,
+                   capture_output=True)  # fmt: skip
+    wheel = next(dist.glob("statestore-*.whl"))
+    subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel), f"pyspark=={version}"], check=True)
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = f"{work / 'bin'}{os.pathsep}{_path_without_jdk_tools(work / 'path')}"
+    log = logs / f"{version}-wheel_without_jdk.log"
+    with log.open("w") as out:
+        done = subprocess.run([str(work / "bin" / "statestore"), "demo", "--workdir", str(work / "demo")],
+                              cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900)  # fmt: skip
+    text = log.read_text()
+    lost = [line for line in text.splitlines() if line.strip().startswith("partition ") and "loaded version" in line]
+    ok = (done.returncode == 0 and "OK: every sensor" in text and "compiling" not in text and lost
+          and all("from its replica" in line for line in lost))  # fmt: skip
+    return "replica" if ok else "failed"
 
 
 def passed(result: dict[str, Any]) -> bool:
@@ -91,16 +139,18 @@ def passed(result: dict[str, Any]) -> bool:
         and result["api_equal"] is True
         and result["failover_source"] == "replica"
         and result["state_reader"] in (True, "n/a", "not run")
+        and result.get("wheel_without_jdk", "not run") in ("replica", "not run")
     )
 
 
 def print_table(report: dict[str, Any]) -> None:
     """The matrix as a table."""
-    print(f"{'pyspark':<10}{'operators':<11}{'api':<7}{'failover':<10}{'state reader':<14}{'seconds':>8}")
+    print(f"{'pyspark':<10}{'operators':<11}{'api':<7}{'failover':<10}{'state reader':<14}{'wheel, no JDK':<15}"
+          f"{'seconds':>8}")  # fmt: skip
     for version, r in report["lines"].items():
         print(
             f"{version:<10}{r['operators_equal']!s:<11}{r['api_equal']!s:<7}{r['failover_source']:<10}"
-            f"{r['state_reader']!s:<14}{r['seconds']:>8}"
+            f"{r['state_reader']!s:<14}{r.get('wheel_without_jdk', 'not run'):<15}{r['seconds']:>8}"
         )
 
 
@@ -128,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the matrix; exit status 1 if a line failed a check."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smaller subset (no state data source)")
+    parser.add_argument("--wheel", action="store_true", help="also the demo from the built wheel, without javac")
     parser.add_argument("--out", required=True, help="the JSON to write (a PNG is written beside it)")
     parser.add_argument("--lines", nargs="*", default=sorted(LATEST), help="Spark lines (default: all supported)")
     args = parser.parse_args(argv)
@@ -138,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     logs = out.with_suffix(".logs")
     logs.mkdir(parents=True, exist_ok=True)
     checks = QUICK_CHECKS if args.quick else CHECKS
-    report = {"lines": {LATEST[line]: run_line(LATEST[line], checks, logs) for line in args.lines}}
+    report = {"lines": {LATEST[line]: run_line(LATEST[line], checks, logs, args.wheel) for line in args.lines}}
     report["quick"] = args.quick
     report["all_passed"] = all(passed(r) for r in report["lines"].values())
     out.write_text(json.dumps(report, indent=2) + "\n")
