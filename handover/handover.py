@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum
 
 from handover.failover import LocateFunction, Steer, SteerFunction
 from placement import ReplicaGroup
@@ -49,8 +49,11 @@ from statestore.rpc import control_pb2
 _log = logging.getLogger("statestore.controller.handover")
 
 
-class Step(StrEnum):
+class Step(str, Enum):
     """Where a hand-over is (the protocol's steps, then its end)."""
+
+    def __str__(self) -> str:  # as enum.StrEnum (Python 3.11+) prints: the value
+        return self.value
 
     DECIDED = "decided"
     WARMING_UP = "warming up"

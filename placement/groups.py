@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 
-class Role(StrEnum):
+class Role(str, Enum):
     """The role a node plays for one partition."""
+
+    def __str__(self) -> str:  # as enum.StrEnum (Python 3.11+) prints: the value
+        return self.value
 
     PRIMARY = "primary"
     REPLICA = "replica"

@@ -11,15 +11,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import Enum
 
 from placement.groups import Role
 from placement.matching import maximum_matching
 from placement.moves import Move
 
 
-class Strategy(StrEnum):
+class Strategy(str, Enum):
     """How moves are grouped into batches that run one after another."""
+
+    def __str__(self) -> str:  # as enum.StrEnum (Python 3.11+) prints: the value
+        return self.value
 
     ALL_AT_ONCE = "all-at-once"
     FLUID = "fluid"

@@ -1,13 +1,14 @@
 """The provider's jar: one per Spark line, prebuilt in the package, or built from the Java sources with `javac`.
 
-A line's jar is the common sources (`spark_provider/java`) and that line's adapter (`spark_provider/java_lines/`:
-what differs between lines), compiled against that line's Spark jars. The package carries one prebuilt jar per
-supported line (`spark_provider/jars/`, each recording in its manifest the hash of the sources it was built from), so
-`enable()` needs no JDK: it uses the installed pyspark's line's jar when its sources are the ones installed. Where they
-are not (a developer edited a Java source), the jar is compiled with the JDK's `javac` against the installed pyspark's
-jars and cached on disk, keyed by the pyspark version and the sources' hash. `statestore build-jar --refresh-packaged`
-rebuilds the prebuilt jars (against `.venvs/pyspark-<release>`, `spark_provider.spark_lines`); a test fails when one
-is stale.
+A line's jar is the Spark-line-independent core (`spark_provider/java`), the Spark contract of its family
+(`spark_provider/java_spark4` for 4.0 to 4.3; Spark 3.5's is in its adapter) and that line's adapter
+(`spark_provider/java_lines/`: what differs between lines), compiled against that line's Spark jars. The package
+carries one prebuilt jar per supported line (`spark_provider/jars/`, each recording in its manifest the hash of the
+sources it was built from), so `enable()` needs no JDK: it uses the installed pyspark's line's jar when its sources
+are the ones installed. Where they are not (a developer edited a Java source), the jar is compiled with the JDK's
+`javac` against the installed pyspark's jars and cached on disk, keyed by the pyspark version and the sources' hash.
+`statestore build-jar --refresh-packaged` rebuilds the prebuilt jars (against `.venvs/pyspark-<release>`,
+`spark_provider.spark_lines`); a test fails when one is stale.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import zipfile
 from pathlib import Path
 
 JAVA_ROOT = Path(__file__).resolve().parent / "java"
+SPARK4_ROOT = Path(__file__).resolve().parent / "java_spark4"
 LINES_ROOT = Path(__file__).resolve().parent / "java_lines"
 PACKAGED_ROOT = Path(__file__).resolve().parent / "jars"
 DEFAULT_CACHE = Path(os.environ.get("STATESTORE_CACHE", Path.home() / ".cache" / "statestore"))
 # Spark line (major.minor of pyspark) -> its adapter's directory under java_lines/ (4.1 to 4.3 share one).
-SPARK_LINES = {"4.0": "4.0", "4.1": "4.1", "4.2": "4.1", "4.3": "4.1"}
+SPARK_LINES = {"3.5": "3.5", "4.0": "4.0", "4.1": "4.1", "4.2": "4.1", "4.3": "4.1"}
 # The release each line's prebuilt jar is compiled against: the line's latest patch release.
-LINE_RELEASES = {"4.0": "4.0.5", "4.1": "4.1.4", "4.2": "4.2.1", "4.3": "4.3.0"}
+LINE_RELEASES = {"3.5": "3.5.9", "4.0": "4.0.5", "4.1": "4.1.4", "4.2": "4.2.1", "4.3": "4.3.0"}
 _SOURCES_ATTRIBUTE = "Statestore-Sources-SHA256"
 _SPARK_ATTRIBUTE = "Statestore-Built-Against-Spark"
 
@@ -64,8 +66,9 @@ def spark_line(version: str) -> str:
 
 def java_sources(line: str | None = None) -> list[Path]:
     """The Java sources of a Spark line's jar (default: the installed pyspark's line), sorted."""
-    adapter = LINES_ROOT / SPARK_LINES[line if line is not None else installed_line()]
-    return sorted(JAVA_ROOT.rglob("*.java")) + sorted(adapter.rglob("*.java"))
+    line = line if line is not None else installed_line()
+    contract = sorted(SPARK4_ROOT.rglob("*.java")) if not line.startswith("3.") else []
+    return sorted(JAVA_ROOT.rglob("*.java")) + contract + sorted((LINES_ROOT / SPARK_LINES[line]).rglob("*.java"))
 
 
 def sources_hash(line: str | None = None) -> str:
@@ -106,7 +109,7 @@ def build_jar(out: Path, line: str | None = None, spark_jars: Path | None = None
     line = line if line is not None else installed_line()
     sources = java_sources(line)
     jars = spark_jars if spark_jars is not None else pyspark_jars_dir()
-    built_against = next((p.stem.split("_2.13-")[-1] for p in jars.glob("spark-sql_2.13-*.jar")), "unknown")
+    built_against = next((p.stem.split("-")[-1] for p in jars.glob("spark-sql_2.1*-*.jar")), "unknown")
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="statestore-javac-") as tmp:
         classes = Path(tmp) / "classes"

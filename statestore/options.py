@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, WriteBufferManager
 
 # Memtable arena blocks of stores sharing a write buffer manager (RocksDB's default is 1 MiB).
+# The newest block-based table format every supported Spark line's RocksDB reads (see rocksdb_options).
+SST_FORMAT_VERSION = 5
 BOUNDED_ARENA_BLOCK_BYTES = 64 * 1024
 
 
@@ -82,5 +84,8 @@ class StoreOptions:
         else:
             table.set_block_cache(Cache(self.block_cache_mb * 1024 * 1024))
         table.set_bloom_filter(self.bloom_bits_per_key, False)
+        # A replica is opened by the provider in the JVM of every supported Spark line: the oldest rocksdbjni among
+        # them (8.3.2, Spark 3.5's) reads block-based tables up to format version 5 (6 came with RocksDB 8.6).
+        table.set_format_version(SST_FORMAT_VERSION)
         options.set_block_based_table_factory(table)
         return options

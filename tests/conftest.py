@@ -153,7 +153,11 @@ CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 @pytest.fixture(params=[1, 2], ids=["ckpt-v1", "ckpt-v2"])
 def checkpoint_format(request: Any, spark: Any) -> Iterator[int]:
     """Spark's state checkpoint format for the queries a test starts: 1, or 2 (Spark then passes each version's
-    unique checkpoint id to the provider and checks the ids it returns)."""
+    unique checkpoint id to the provider and checks the ids it returns; from Spark 4.0 on)."""
+    import pyspark
+
+    if request.param == 2 and pyspark.__version__.startswith("3."):
+        pytest.skip(f"Spark {pyspark.__version__} has no checkpoint format 2 (Spark 4.0 added it)")
     spark.conf.set(CHECKPOINT_FORMAT, str(request.param))
     yield request.param
     spark.conf.unset(CHECKPOINT_FORMAT)

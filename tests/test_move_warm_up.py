@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import java_check
 
-# The store's branches only a moved partition's first batch takes (StatestoreStore.overlaid's partial store,
+# The store's branches only a moved partition's first batch takes (StoreSession.overlaid's partial store,
 # PartialMerge.pending, a KeyPresence miss).
-STORE_PATH = ("StatestoreStore overlaid", "PartialMerge pending", "KeyPresence$Table lookup")
+STORE_PATH = ("StoreSession overlaid", "PartialMerge pending", "KeyPresence$Table lookup")
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def traps_in_store_path(check: list[str], mode: str, tmp_path: Path) -> list[str
 
 def test_without_the_warm_up_a_pending_store_traps_in_compiled_code(check: list[str], tmp_path: Path) -> None:
     """The cost the warm-up removes is real: without it the pending store's first calls trap."""
-    assert any("StatestoreStore overlaid" in t for t in traps_in_store_path(check, "cold", tmp_path))
+    assert any("StoreSession overlaid" in t for t in traps_in_store_path(check, "cold", tmp_path))
 
 
 def test_after_the_warm_up_a_pending_store_runs_the_compiled_code(check: list[str], tmp_path: Path) -> None:

@@ -336,7 +336,7 @@ final class LocalStore implements AutoCloseable {
     awaitWritesUnchecked();
     byte op = changes.current(cf, key);
     if (op != 0) return op != Increment.DELETE;
-    return db.keyExists(handle(cf), key);
+    return RocksCompat.keyExists(db, handle(cf), key);
   }
 
   /** Whether {@code key} holds a value now: the commit's record of it, else {@code known} (a KeyPresence answer
@@ -344,7 +344,7 @@ final class LocalStore implements AutoCloseable {
   private boolean holdsValue(String cf, ColumnFamilyHandle h, byte[] key, byte recorded, int known) {
     if (recorded != 0) return recorded != Increment.DELETE;
     if (known == KeyPresence.UNKNOWN) known = presence.lookup(cf, key);
-    return known == KeyPresence.UNKNOWN ? db.keyExists(h, key) : known == KeyPresence.PRESENT;
+    return known == KeyPresence.UNKNOWN ? RocksCompat.keyExists(db, h, key) : known == KeyPresence.PRESENT;
   }
 
   /** {@code known}: whether the key held a value before, as the caller knows it (KeyPresence's answers). */

@@ -4,36 +4,40 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.RocksDBKeyStateEncoder;
-import org.apache.spark.sql.execution.streaming.state.UnsafeRowDataEncoder;
-import org.apache.spark.sql.types.StructType;
 
 /**
  * Turns one column family's rows into stored bytes. Plain keys are the UnsafeRow bytes; keys of prefix and
- * range scans use Spark's own key encoders so that byte order matches scan order. Multi-value entries are
- * framed as {@code u32 length + bytes} (formats.md 2, "Merge values").
+ * range scans use Spark's own key encoders (a {@link KeyEncoder} over the line's, made by its {@code RowCodecs})
+ * so that byte order matches scan order. Multi-value entries are framed as {@code u32 length + bytes}
+ * (formats.md 2, "Merge values").
  */
 final class RowCodec {
+  /** A Spark line's key encoder for prefix and range scans. */
+  interface KeyEncoder {
+    byte[] encodeKey(UnsafeRow key);
+
+    UnsafeRow decodeKey(byte[] bytes);
+
+    boolean supportsPrefixScan();
+
+    byte[] encodePrefix(UnsafeRow prefix);
+  }
+
   final int keyFields;
   final int valueFields;
   final boolean multiValue;
-  private final RocksDBKeyStateEncoder keyEncoder;
+  private final KeyEncoder keyEncoder;
 
-  RowCodec(StructType keySchema, StructType valueSchema, KeyStateEncoderSpec spec, boolean multiValue) {
-    this.keyFields = keySchema.length();
-    this.valueFields = valueSchema.length();
+  /** {@code keyEncoder}: null for plain keys (no prefix or range scan). */
+  RowCodec(int keyFields, int valueFields, boolean multiValue, KeyEncoder keyEncoder) {
+    this.keyFields = keyFields;
+    this.valueFields = valueFields;
     this.multiValue = multiValue;
-    if (spec == null || spec instanceof NoPrefixKeyStateEncoderSpec) {
-      keyEncoder = null;
-    } else {
-      keyEncoder = spec.toEncoder(new UnsafeRowDataEncoder(spec, valueSchema), false);
-    }
+    this.keyEncoder = keyEncoder;
   }
 
   boolean supportsPrefixScan() {
-    return keyEncoder != null && keyEncoder.supportPrefixKeyScan();
+    return keyEncoder != null && keyEncoder.supportsPrefixScan();
   }
 
   /** Bytes owned by the caller (never a row's backing array, which Spark reuses). */
@@ -42,10 +46,10 @@ final class RowCodec {
   }
 
   byte[] encodePrefix(UnsafeRow prefix) {
-    if (keyEncoder == null || !keyEncoder.supportPrefixKeyScan()) {
+    if (keyEncoder == null || !keyEncoder.supportsPrefixScan()) {
       throw new UnsupportedOperationException("prefix scan needs a PrefixKeyScanStateEncoderSpec");
     }
-    return keyEncoder.encodePrefixKey(prefix);
+    return keyEncoder.encodePrefix(prefix);
   }
 
   UnsafeRow decodeKey(byte[] bytes) {

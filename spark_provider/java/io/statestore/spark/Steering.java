@@ -31,7 +31,8 @@ public final class Steering {
     if (sc == null || !(sc.taskScheduler() instanceof TaskSchedulerImpl scheduler)) return "";
     synchronized (scheduler) { // Spark updates the map under the scheduler's lock
       return String.join(",",
-          scala.jdk.javaapi.CollectionConverters.asJava(scheduler.executorsPendingDecommission().keySet()));
+          scala.collection.JavaConverters.setAsJavaSetConverter(scheduler.executorsPendingDecommission().keySet())
+              .asJava());
     }
   }
 

@@ -18,11 +18,10 @@ public final class MoveWarmUpCheck {
         new SparkConf().set("spark.sql.streaming.stateStore.statestore.localDir", dir.getPath()));
     if (warm && !MoveWarmUp.run(settings)) throw new AssertionError("the warm-up did not run through");
     LocalStore local = LocalStore.open(new File(dir, "store"), "check", settings);
-    StatestoreProvider provider = MoveWarmUp.provider();
-    for (int round = 0; round < 25; round++) MoveWarmUp.direct(provider, local, round, 4000);
+    for (int round = 0; round < 25; round++) MoveWarmUp.direct(local, round, 4000);
     // The JVM's uptime when the moved partition's batch starts: the test counts the traps after it.
     System.out.println("pending store at " + java.lang.management.ManagementFactory.getRuntimeMXBean().getUptime());
-    MoveWarmUp.overlaid(provider, local, 0);
+    MoveWarmUp.overlaid(local, 0);
     local.close();
     System.out.println("done");
   }

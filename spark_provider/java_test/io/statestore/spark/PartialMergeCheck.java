@@ -314,7 +314,7 @@ public final class PartialMergeCheck {
 
   /** The provider's local RocksDB as it is now: every column family, bookkeeping included, in key order. */
   private static void writeDump(StatestoreProvider provider, File file) throws Exception {
-    java.lang.reflect.Field f = StatestoreProvider.class.getDeclaredField("local");
+    java.lang.reflect.Field f = ProviderCore.class.getDeclaredField("local");
     f.setAccessible(true);
     LocalStore local = (LocalStore) f.get(provider);
     java.util.TreeSet<String> cfs = new java.util.TreeSet<>(local.columnFamilies());

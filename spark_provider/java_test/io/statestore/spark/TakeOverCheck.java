@@ -97,7 +97,7 @@ public final class TakeOverCheck {
 
   /** The provider's local directory (private: read by reflection; null once given away). */
   static File localDir(StatestoreProvider provider) throws ReflectiveOperationException {
-    java.lang.reflect.Field f = StatestoreProvider.class.getDeclaredField("localDir");
+    java.lang.reflect.Field f = ProviderCore.class.getDeclaredField("localDir");
     f.setAccessible(true);
     return (File) f.get(provider);
   }
@@ -356,7 +356,7 @@ public final class TakeOverCheck {
 
   /** Whether the provider's commit left its monitor (its writer closed: the sync wait follows). */
   private static boolean committing(StatestoreProvider provider) throws ReflectiveOperationException {
-    java.lang.reflect.Field f = StatestoreProvider.class.getDeclaredField("writerOpen");
+    java.lang.reflect.Field f = ProviderCore.class.getDeclaredField("writerOpen");
     f.setAccessible(true);
     synchronized (provider) {
       return !f.getBoolean(provider);

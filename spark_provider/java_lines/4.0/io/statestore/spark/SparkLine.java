@@ -38,4 +38,9 @@ final class SparkLine {
 
   /** Spark 4.0's StateStore has no putList or mergeList: nothing calls them. */
   static void checkListAccepted(String operation, int values) {}
+
+  /** The query run a provider serves: Spark 4 sets it in the Hadoop conf it passes to init. */
+  static String runId(org.apache.hadoop.conf.Configuration hadoopConf) {
+    return hadoopConf.get("sql.streaming.runId", "");
+  }
 }

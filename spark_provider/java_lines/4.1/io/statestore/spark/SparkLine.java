@@ -51,4 +51,9 @@ final class SparkLine {
       throw new IllegalArgumentException(operation + " of an empty list: Spark 4.1 takes at least one value");
     }
   }
+
+  /** The query run a provider serves: Spark 4 sets it in the Hadoop conf it passes to init. */
+  static String runId(org.apache.hadoop.conf.Configuration hadoopConf) {
+    return hadoopConf.get("sql.streaming.runId", "");
+  }
 }

@@ -2,35 +2,29 @@ package io.statestore.spark;
 
 import java.io.File;
 import java.io.IOException;
-import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.StateSchemaProvider;
-import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
-import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
-import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
-import org.apache.spark.sql.execution.streaming.state.SupportsFineGrainedReplay;
-import org.apache.spark.sql.types.StructType;
 import org.rocksdb.RocksDBException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Spark's entry point: one instance per store partition. Keeps the partition's primary data in a local
- * RocksDB, writes every commit's increment durably to the checkpoint location, snapshots in the background
- * and restores exactly any retained version.
+ * The provider of one store partition, whatever the Spark line: keeps the partition's primary data in a local
+ * RocksDB, writes every commit's increment durably to the checkpoint location, snapshots in the background,
+ * restores exactly any retained version and hands the partition to and from its state node. Each line's
+ * {@code StatestoreProvider} (spark_provider/java_lines/README.md) extends it with that line's Spark contract, and
+ * its {@code StatestoreStore} wraps the {@link StoreSession} a load hands out. It uses only Spark classes every
+ * supported line has alike (UnsafeRow, StateStoreId, StateStoreConf, TaskContext, SparkEnv).
  */
-public final class StatestoreProvider implements StateStoreProvider, SupportsFineGrainedReplay {
-  private static final Logger LOG = LoggerFactory.getLogger(StatestoreProvider.class);
+public abstract class ProviderCore {
+  private static final Logger LOG = LoggerFactory.getLogger(ProviderCore.class);
   /** Longest a background snapshot waits for a quiet point between batches before the next commit retries. */
   private static final long QUIET_POINT_WAIT_NANOS = TimeUnit.MINUTES.toNanos(5);
   private static final ExecutorService SNAPSHOTS = Executors.newSingleThreadExecutor(r -> {
@@ -46,9 +40,6 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
   /** Figures of the last background snapshot, for metrics. */
   record LastSnapshot(long version, long flushMs, long checkpointMs, long uploadMs) {}
 
-  private ReentrantReadWriteLock maintenanceLock;
-  private boolean unloaded;
-
   private StateStoreId storeId;
   private String storeIdString;
   private ProviderSettings settings;
@@ -60,7 +51,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
    * or handed the node a commit of it. Spark keeps one provider per query run, so after a restart the old run's
    * provider may close while the new run's owns the same partition here: only the last owner releases it.
    */
-  private static final java.util.concurrent.ConcurrentHashMap<String, StatestoreProvider> LAST_OWNER =
+  private static final java.util.concurrent.ConcurrentHashMap<String, ProviderCore> LAST_OWNER =
       new java.util.concurrent.ConcurrentHashMap<>();
   private StateLoader loader;
   /** The load that brought the state to the version loaded last (a read store's load, for the write store of the
@@ -82,10 +73,9 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
   private String runId = "";
   private NodeSidecar.Spec sidecarSpec;
   private File localDir;
-  private final Map<String, RowCodec> codecs = new ConcurrentHashMap<>();
   private volatile LocalStore local;
   private boolean localDirty;
-  private StatestoreStore current;
+  private StoreSession current;
   private SnapshotSchedule snapshotSchedule;
   /** The snapshot slot of the last snapshot taken or of the version loaded (SnapshotSchedule). */
   private volatile long lastSnapshotVersion;
@@ -115,40 +105,17 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
   private volatile LastCommit lastCommit = new LastCommit(0, 0, 0, 0, 0, 0);
   private volatile LastSnapshot lastSnapshot = new LastSnapshot(0, 0, 0, 0);
 
-  public StatestoreProvider() {
-    StateStoreProvider.$init$(this);
-  }
+  // The Spark contract's methods are the lines' StatestoreProvider's (java_spark4/, java_lines/3.5/): they call
+  // the methods below.
 
-  // Methods of one Spark line's contract only carry no @Override: each line's jar compiles these sources against
-  // that line's Spark (spark_provider/java_lines/README.md); there they implement it, elsewhere they are unused.
-
-  public void org$apache$spark$sql$execution$streaming$state$StateStoreProvider$_setter_$maintenanceLock_$eq(
-      ReentrantReadWriteLock lock) {
-    this.maintenanceLock = lock;
-  }
-
-  public ReentrantReadWriteLock maintenanceLock() {
-    return maintenanceLock;
-  }
-
-  public boolean unloaded() {
-    return unloaded;
-  }
-
-  public void unloaded_$eq(boolean value) {
-    unloaded = value;
-  }
-
-  @Override
-  public void init(StateStoreId id, StructType keySchema, StructType valueSchema, KeyStateEncoderSpec spec,
-      boolean useColumnFamilies, StateStoreConf storeConf, Configuration hadoopConf, boolean multipleValuesPerKey,
-      scala.Option<StateSchemaProvider> schemaProvider) {
+  /** Spark's init, what every line passes: the store's id, its settings and the Hadoop conf of its query. */
+  protected final void initCore(StateStoreId id, StateStoreConf storeConf, Configuration hadoopConf) {
     this.storeId = id;
     this.storeIdString = id.operatorId() + "/" + id.partitionId() + "/" + id.storeName();
     this.settings = ProviderSettings.from(storeConf);
     this.snapshotSchedule = new SnapshotSchedule(id.partitionId(), settings.minDeltasForSnapshot);
     this.hadoopConf = hadoopConf;
-    this.runId = hadoopConf.get("sql.streaming.runId", "");
+    this.runId = SparkLine.runId(hadoopConf);
     try {
       this.checkpoint = new CheckpointDir(id.storeCheckpointLocation(), hadoopConf);
       File jvmDir = LocalDirs.jvmDir(settings.localDir);
@@ -159,7 +126,6 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     } catch (IOException e) {
       throw new IllegalStateException("statestore: cannot initialise " + storeIdString + ": " + e.getMessage(), e);
     }
-    codecs.put(LocalStore.DEFAULT_CF, new RowCodec(keySchema, valueSchema, spec, multipleValuesPerKey));
     if (channel != null) this.sidecarSpec = LocalChannel.sidecarSpec(settings);
   }
 
@@ -176,7 +142,6 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     return task == null || task.getLocalProperty("sql.streaming.queryId") != null || !runId.isEmpty();
   }
 
-  @Override
   public StateStoreId stateStoreId() {
     return storeId;
   }
@@ -185,12 +150,9 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     return storeIdString;
   }
 
-  RowCodec codec(String cf) {
-    return codecs.get(cf);
-  }
-
-  void registerCodec(String cf, RowCodec codec) {
-    codecs.putIfAbsent(cf, codec);
+  /** The partition's checkpoint directory (the change feed reads its increments). */
+  protected final CheckpointDir checkpoint() {
+    return checkpoint;
   }
 
   LastCommit lastCommit() {
@@ -206,36 +168,19 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     return lastLoad;
   }
 
-  public synchronized StateStore getStore(long version, scala.Option<String> uniqueId, boolean forceSnapshotOnCommit,
-      boolean loadEmpty) {
+  /**
+   * Version {@code version} for a task of the query: loaded from wherever it is cheapest and trusted (formats.md
+   * 5), the store handed out able to write. {@code uniqueId}: Spark's checkpoint id of the version (v2), when it
+   * has one; {@code snapshotAtCommit}: Spark's coordinator asks for a snapshot at this commit.
+   */
+  protected final synchronized StoreSession loadForTask(long version, scala.Option<String> uniqueId,
+      boolean snapshotAtCommit) {
     if (version < 0) throw new IllegalArgumentException("Version cannot be less than 0: " + version);
-    if (loadEmpty) {
-      throw new UnsupportedOperationException("statestore: loading store " + storeIdString + " empty at version "
-          + version + " (loadEmpty) is not supported; streaming queries never ask for it");
-    }
-    // Spark's coordinator asks for a snapshot at this commit when the store's snapshot uploads lag.
-    snapshotAtCommit = forceSnapshotOnCommit;
+    this.snapshotAtCommit = snapshotAtCommit;
     settleCurrent();
     if (local == null && channel != null) takeOverFromPrevious();
     byte[] wanted = CheckpointIds.lineageOf(uniqueId, storeIdString, version);
     return handOut(version, true, () -> loader.load(local, !localDirty, localDir, version, wanted, this::closeLocal));
-  }
-
-  /** Spark 4.0 and 4.1's getStore: no snapshot asked for at the commit, never an empty load. */
-  public StateStore getStore(long version, scala.Option<String> uniqueId) {
-    return getStore(version, uniqueId, false, false);
-  }
-
-  /** Spark 4.0's replay from a snapshot (no checkpoint unique ids). */
-  public StateStore replayStateFromSnapshot(long snapshotVersion, long endVersion) {
-    return replayStateFromSnapshot(snapshotVersion, endVersion, false, scala.Option.empty(), scala.Option.empty());
-  }
-
-  /** Spark 4.0's change feed (no checkpoint unique id). */
-  public org.apache.spark.util.NextIterator<scala.Tuple4<scala.Enumeration.Value,
-      org.apache.spark.sql.catalyst.expressions.UnsafeRow, org.apache.spark.sql.catalyst.expressions.UnsafeRow,
-      Object>> getStateStoreChangeDataReader(long startVersion, long endVersion, scala.Option<String> columnFamily) {
-    return getStateStoreChangeDataReader(startVersion, endVersion, columnFamily, scala.Option.empty());
   }
 
   /**
@@ -243,8 +188,8 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
    * {@code snapshotVersion} of the checkpoint location and the increments above it, never from this executor's
    * directory or a state node. The store is not the partition's primary for the node.
    */
-  public synchronized StateStore replayStateFromSnapshot(long snapshotVersion, long endVersion, boolean readOnly,
-      scala.Option<String> startUniqueId, scala.Option<String> endUniqueId) {
+  protected final synchronized StoreSession replayFromSnapshot(long snapshotVersion, long endVersion,
+      scala.Option<String> endUniqueId) {
     if (snapshotVersion < 1 || endVersion < snapshotVersion) {
       throw new IllegalArgumentException("statestore: cannot replay store " + storeIdString + " from snapshot version "
           + snapshotVersion + " to version " + endVersion + ": the snapshot version must be at least 1 and at most "
@@ -258,28 +203,6 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
       LocalDirs.deleteRecursively(localDir);
       return loader.replayFromSnapshot(localDir, snapshotVersion, endVersion, wanted);
     });
-  }
-
-  /**
-   * Spark's state data source with {@code readChangeFeed}: the records of versions {@code startVersion..endVersion}
-   * of one column family (the default one when none is named), read from the increments ({@link ChangeFeed}).
-   */
-  public org.apache.spark.util.NextIterator<scala.Tuple4<scala.Enumeration.Value,
-      org.apache.spark.sql.catalyst.expressions.UnsafeRow, org.apache.spark.sql.catalyst.expressions.UnsafeRow,
-      Object>> getStateStoreChangeDataReader(long startVersion, long endVersion, scala.Option<String> columnFamily,
-      scala.Option<String> endUniqueId) {
-    if (startVersion < 1 || endVersion < startVersion) {
-      throw new IllegalArgumentException("statestore: cannot read the change feed of store " + storeIdString
-          + " from version " + startVersion + " to " + endVersion + ": versions start at 1 and the start must not "
-          + "be past the end (changeStartBatchId <= changeEndBatchId)");
-    }
-    String cf = columnFamily.isDefined() ? columnFamily.get() : LocalStore.DEFAULT_CF;
-    RowCodec codec = codecs.get(cf);
-    if (codec == null) {
-      throw new IllegalArgumentException("statestore: store " + storeIdString + " has no column family '" + cf
-          + "' known to this reader; it knows " + codecs.keySet());
-    }
-    return new ChangeFeed(checkpoint, cf, codec, startVersion, endVersion);
   }
 
   /** Before another load: the store handed out last stops scanning and, if its last increment was still being
@@ -307,7 +230,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
    * Runs {@code load} for {@code version} and hands out the store it brought; {@code primary}: the task runs the
    * partition (the node is told it is its primary here), not a replay for the state data source.
    */
-  private StateStore handOut(long version, boolean primary, Load load) {
+  private StoreSession handOut(long version, boolean primary, Load load) {
     StateLoader.Loaded loaded;
     try {
       loaded = load.run();
@@ -339,7 +262,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     }
     // Every store is writable: Spark wraps it for reading (getReadStore) and asks again to write.
     PendingIncrement pending = loaded.pending();
-    current = new StatestoreStore(this, local, version, pending == null ? null : new PartialMerge(pending, local));
+    current = new StoreSession(this, local, version, pending == null ? null : new PartialMerge(pending, local));
     Faults.at(settings.faultsFile, "load", storeId.partitionId(), storeIdString);
     writerOpen = true;
     batchStartNanos = System.nanoTime();
@@ -383,7 +306,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
    * snapshot under way) is waited for, up to {@code materializeTimeoutMs}. Call with the monitor.
    */
   private void takeOverFromPrevious() {
-    StatestoreProvider previous = LAST_OWNER.get(partitionKey());
+    ProviderCore previous = LAST_OWNER.get(partitionKey());
     // The same query run only: a restarted query loads as a new run does (its own checks of the checkpoint).
     if (previous == null || previous == this || !previous.runId.equals(runId)) return;
     long deadline = System.nanoTime() + settings.materializeTimeoutMs * 1_000_000L;
@@ -430,7 +353,7 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
    * when the store is not there or not clean, and at {@code deadlineNanos}. A close under way is waited for, then null:
    * the node has the directory by then (DEMOTE), and the successor asks it.
    */
-  private Yielded yieldLocalOnceIdle(StatestoreProvider successor, long deadlineNanos) {
+  private Yielded yieldLocalOnceIdle(ProviderCore successor, long deadlineNanos) {
     long askingTask = currentTaskAttempt();
     while (true) {
       Future<?> snapshot;
@@ -756,18 +679,12 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     DEFERRED_CLOSER.execute(this::close);
   }
 
-  @Override
   public void doMaintenance() {
     try {
       checkpoint.retain(settings.minVersionsToRetain);
     } catch (IOException e) {
       LOG.warn("statestore: retention of {} failed: {}", storeIdString, e.toString());
     }
-  }
-
-  @Override
-  public scala.collection.immutable.Seq<StateStoreCustomMetric> supportedCustomMetrics() {
-    return Scala.seq(Metrics.ALL);
   }
 
   private void closeLocal() {
@@ -786,7 +703,6 @@ public final class StatestoreProvider implements StateStoreProvider, SupportsFin
     }
   }
 
-  @Override
   public void close() {
     synchronized (this) {
       if (writerOpen || tasksUsing > 0) {

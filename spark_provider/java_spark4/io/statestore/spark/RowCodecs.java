@@ -1,0 +1,43 @@
+package io.statestore.spark;
+
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.RocksDBKeyStateEncoder;
+import org.apache.spark.sql.execution.streaming.state.UnsafeRowDataEncoder;
+import org.apache.spark.sql.types.StructType;
+
+/** Spark 4's row codecs: a column family's schemas and key encoder spec, as its provider's init and
+ * createColFamilyIfAbsent pass them. */
+final class RowCodecs {
+  private RowCodecs() {}
+
+  static RowCodec of(StructType keySchema, StructType valueSchema, KeyStateEncoderSpec spec, boolean multiValue) {
+    RowCodec.KeyEncoder encoder = null;
+    if (spec != null && !(spec instanceof NoPrefixKeyStateEncoderSpec)) {
+      RocksDBKeyStateEncoder spark = spec.toEncoder(new UnsafeRowDataEncoder(spec, valueSchema), false);
+      encoder = new RowCodec.KeyEncoder() {
+        @Override
+        public byte[] encodeKey(UnsafeRow key) {
+          return spark.encodeKey(key);
+        }
+
+        @Override
+        public UnsafeRow decodeKey(byte[] bytes) {
+          return spark.decodeKey(bytes);
+        }
+
+        @Override
+        public boolean supportsPrefixScan() {
+          return spark.supportPrefixKeyScan();
+        }
+
+        @Override
+        public byte[] encodePrefix(UnsafeRow prefix) {
+          return spark.encodePrefixKey(prefix);
+        }
+      };
+    }
+    return new RowCodec(keySchema.length(), valueSchema.length(), multiValue, encoder);
+  }
+}
