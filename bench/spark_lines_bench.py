@@ -76,6 +76,10 @@ def run_line(version: str, checks: dict[str, list[str]], logs: Path, wheel: bool
     python = venv_python(version)
     result: dict[str, Any] = {}
     for name, tests in checks.items():
+        if name == "state_reader" and version.startswith("3."):
+            result[name] = "n/a"  # Spark's state data source came with 4.0
+            _log(f"pyspark {version}: {name}: n/a (Spark 3.5 has no state data source)")
+            continue
         _log(f"pyspark {version}: {name} ...")
         log = logs / f"{version}-{name}.log"
         passed = run_check(python, tests, log)
@@ -115,6 +119,9 @@ def wheel_without_jdk(version: str, logs: Path) -> str:
     subprocess.run([sys.executable, "-m", "venv", str(work)], check=True)
     python = work / "bin" / "python"
     dist = work / "dist"
+    # setuptools copies the package into build/ and keeps files deleted from the tree since: a wheel built over an
+    # old build/ would carry stale Java sources, whose hash no prebuilt jar matches (a fresh clone has none).
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)], check=True,
                    capture_output=True)  # fmt: skip
     wheel = next(dist.glob("statestore-*.whl"))

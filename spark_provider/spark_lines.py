@@ -14,6 +14,10 @@ from spark_provider.jar import LINE_RELEASES
 
 ROOT = Path(__file__).resolve().parents[1]
 VENVS = ROOT / ".venvs"
+# What a release's own pandas functions need beyond our requirements: pyspark 3.5's applyInPandasWithState reads
+# its state's row counts as floats under numpy 2 and pandas 2.3 (pyarrow's RecordBatch.slice then refuses them),
+# on Spark's own provider as on ours; these are the versions its compatibility subset passes with.
+RELEASE_REQUIREMENTS = {"3.5.9": ["numpy<2", "pandas>=2.2,<2.3", "pyarrow>=17,<18"]}
 
 
 def _log(message: str) -> None:
@@ -31,8 +35,8 @@ def venv_python(release: str) -> Path:
         if not python.exists():
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]", f"pyspark=={release}"],
-                       check=True)  # fmt: skip
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]", f"pyspark=={release}",
+                        *RELEASE_REQUIREMENTS.get(release, [])], check=True)  # fmt: skip
         marker.touch()
     return python
 
