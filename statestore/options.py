@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, WriteBufferManager
 
-# Memtable arena blocks of stores sharing a write buffer manager (RocksDB's default is 1 MiB).
 # The newest block-based table format every supported Spark line's RocksDB reads (see rocksdb_options).
 SST_FORMAT_VERSION = 5
+# Memtable arena blocks of stores sharing a write buffer manager (RocksDB's default is 1 MiB).
 BOUNDED_ARENA_BLOCK_BYTES = 64 * 1024
 
 

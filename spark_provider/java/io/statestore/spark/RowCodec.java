@@ -3,6 +3,7 @@ package io.statestore.spark;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Function;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 
 /**
@@ -21,6 +22,32 @@ final class RowCodec {
     boolean supportsPrefixScan();
 
     byte[] encodePrefix(UnsafeRow prefix);
+
+    /** A key encoder of a line's own encoder's methods (each line's encoder class differs, not its methods). */
+    static KeyEncoder of(Function<UnsafeRow, byte[]> encodeKey, Function<byte[], UnsafeRow> decodeKey,
+        boolean supportsPrefixScan, Function<UnsafeRow, byte[]> encodePrefix) {
+      return new KeyEncoder() {
+        @Override
+        public byte[] encodeKey(UnsafeRow key) {
+          return encodeKey.apply(key);
+        }
+
+        @Override
+        public UnsafeRow decodeKey(byte[] bytes) {
+          return decodeKey.apply(bytes);
+        }
+
+        @Override
+        public boolean supportsPrefixScan() {
+          return supportsPrefixScan;
+        }
+
+        @Override
+        public byte[] encodePrefix(UnsafeRow prefix) {
+          return encodePrefix.apply(prefix);
+        }
+      };
+    }
   }
 
   final int keyFields;

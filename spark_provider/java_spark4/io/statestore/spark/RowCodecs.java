@@ -1,6 +1,5 @@
 package io.statestore.spark;
 
-import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.RocksDBKeyStateEncoder;
@@ -16,27 +15,8 @@ final class RowCodecs {
     RowCodec.KeyEncoder encoder = null;
     if (spec != null && !(spec instanceof NoPrefixKeyStateEncoderSpec)) {
       RocksDBKeyStateEncoder spark = spec.toEncoder(new UnsafeRowDataEncoder(spec, valueSchema), false);
-      encoder = new RowCodec.KeyEncoder() {
-        @Override
-        public byte[] encodeKey(UnsafeRow key) {
-          return spark.encodeKey(key);
-        }
-
-        @Override
-        public UnsafeRow decodeKey(byte[] bytes) {
-          return spark.decodeKey(bytes);
-        }
-
-        @Override
-        public boolean supportsPrefixScan() {
-          return spark.supportPrefixKeyScan();
-        }
-
-        @Override
-        public byte[] encodePrefix(UnsafeRow prefix) {
-          return spark.encodePrefixKey(prefix);
-        }
-      };
+      encoder = RowCodec.KeyEncoder.of(spark::encodeKey, spark::decodeKey, spark.supportPrefixKeyScan(),
+          spark::encodePrefixKey);
     }
     return new RowCodec(keySchema.length(), valueSchema.length(), multiValue, encoder);
   }

@@ -5,11 +5,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeSet;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
@@ -22,11 +18,8 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreIterator;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
 import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
 import org.apache.spark.sql.internal.SQLConf;
-import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Drives a StateStoreProvider through the StateStore API (column families, multi-value keys, prefix and range
@@ -36,16 +29,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * <p>Usage: {@code ApiScenario <provider class> <checkpoint root> <scenario|all>}.
  */
-public final class ApiScenario {
+public final class ApiScenario extends ApiTranscript {
   record Cf(StructType key, StructType value, KeyStateEncoderSpec spec, boolean multi) {}
-
-  static StructType schema(Object... nameTypes) {
-    List<StructField> fields = new ArrayList<>();
-    for (int i = 0; i < nameTypes.length; i += 2) {
-      fields.add(DataTypes.createStructField((String) nameTypes[i], (DataType) nameTypes[i + 1], true));
-    }
-    return DataTypes.createStructType(fields);
-  }
 
   static final StructType DEFAULT_KEY = schema("k", DataTypes.IntegerType);
   static final StructType DEFAULT_VALUE = schema("v", DataTypes.LongType);
@@ -69,7 +54,6 @@ public final class ApiScenario {
   static final String RUN_ID = java.util.UUID.randomUUID().toString();
   private final String providerClass;
   private final File root;
-  private final StringBuilder out = new StringBuilder();
   private final List<StateStoreProvider> open = new ArrayList<>();
   private String scenarioDir;
   /**
@@ -85,32 +69,6 @@ public final class ApiScenario {
   }
 
   // ---------------------------------------------------------------- rows and printing
-
-  static UnsafeRow row(StructType schema, Object... values) {
-    Object[] vs = new Object[values.length];
-    for (int i = 0; i < values.length; i++) vs[i] = values[i] instanceof String s ? UTF8String.fromString(s) : values[i];
-    InternalRow r = new GenericInternalRow(vs);
-    return UnsafeProjection.create(schema).apply(r).copy();
-  }
-
-  static String show(UnsafeRow r, StructType schema) {
-    if (r == null) return "null";
-    StringBuilder b = new StringBuilder("(");
-    StructField[] fields = schema.fields();
-    for (int i = 0; i < fields.length; i++) {
-      if (i > 0) b.append(",");
-      b.append(r.isNullAt(i) ? "null" : String.valueOf(r.get(i, fields[i].dataType())));
-    }
-    return b.append(")").toString();
-  }
-
-  void line(String s) {
-    out.append(s).append('\n');
-  }
-
-  interface Action {
-    Object run() throws Exception;
-  }
 
   /** A method of a newer Spark line's StateStore contract, absent from the running line's. */
   static final class Absent extends Exception {
@@ -143,18 +101,11 @@ public final class ApiScenario {
     return call(StateStore.class, s, name, args);
   }
 
-  /** Runs one operation, printing its result, or ERR when it throws (the exception classes may differ). */
-  void op(String what, Action a) {
-    try {
-      Object r = a.run();
-      line(what + (r == null ? "" : " -> " + r));
-    } catch (Absent e) {
-      line(what + " -> absent on this Spark line");
-    } catch (Exception e) {
-      line(what + " -> ERR");
-      if (System.getenv("API_SCENARIO_TRACE") != null) e.printStackTrace();
-    }
+  @Override
+  String absence(Exception e) {
+    return e instanceof Absent ? "absent on this Spark line" : null;
   }
+
 
   // ---------------------------------------------------------------- provider plumbing
 
@@ -572,8 +523,6 @@ public final class ApiScenario {
     }
     ApiScenario s = new ApiScenario(args[0], new File(args[1]));
     s.run(args[2]);
-    System.out.print(s.out);
-    System.out.flush();
-    System.exit(0);
+    s.printAndExit();
   }
 }

@@ -4,8 +4,6 @@ import java.io.File;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
@@ -13,11 +11,8 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
 import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
 import org.apache.spark.sql.internal.SQLConf;
-import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * ApiScenario for Spark 3.5's StateStore contract (one key-value space, a scan prefix of the key's first columns,
@@ -27,14 +22,13 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * <p>Usage: {@code ApiScenarioSpark35 <provider class> <checkpoint root> <scenario|all>}.
  */
-public final class ApiScenarioSpark35 {
+public final class ApiScenarioSpark35 extends ApiTranscript {
   static final StructType KEY = schema("grp", DataTypes.IntegerType, "item", DataTypes.StringType);
   static final StructType PREFIX = schema("grp", DataTypes.IntegerType);
   static final StructType VALUE = schema("v", DataTypes.LongType);
   static final String RUN_ID = java.util.UUID.randomUUID().toString();
   private final String providerClass;
   private final File root;
-  private final StringBuilder out = new StringBuilder();
   private final List<StateStoreProvider> open = new ArrayList<>();
   private String scenarioDir;
   private int prefixColumns;
@@ -44,56 +38,12 @@ public final class ApiScenarioSpark35 {
     this.root = root;
   }
 
-  static StructType schema(Object... nameTypes) {
-    List<StructField> fields = new ArrayList<>();
-    for (int i = 0; i < nameTypes.length; i += 2) {
-      fields.add(DataTypes.createStructField((String) nameTypes[i], (DataType) nameTypes[i + 1], true));
-    }
-    return DataTypes.createStructType(fields);
-  }
-
-  static UnsafeRow row(StructType schema, Object... values) {
-    Object[] vs = new Object[values.length];
-    for (int i = 0; i < values.length; i++) vs[i] = values[i] instanceof String s ? UTF8String.fromString(s) : values[i];
-    return UnsafeProjection.create(schema).apply(new GenericInternalRow(vs)).copy();
-  }
-
   static UnsafeRow key(int grp, String item) {
     return row(KEY, grp, item);
   }
 
   static UnsafeRow value(long v) {
     return row(VALUE, v);
-  }
-
-  static String show(UnsafeRow r, StructType schema) {
-    if (r == null) return "null";
-    StringBuilder b = new StringBuilder("(");
-    StructField[] fields = schema.fields();
-    for (int i = 0; i < fields.length; i++) {
-      if (i > 0) b.append(",");
-      b.append(r.isNullAt(i) ? "null" : String.valueOf(r.get(i, fields[i].dataType())));
-    }
-    return b.append(")").toString();
-  }
-
-  interface Action {
-    Object run() throws Exception;
-  }
-
-  void line(String s) {
-    out.append(s).append('\n');
-  }
-
-  /** Runs one operation, printing its result, or ERR when it throws (the exception classes may differ). */
-  void op(String what, Action a) {
-    try {
-      Object r = a.run();
-      line(what + (r == null ? "" : " -> " + r));
-    } catch (Exception e) {
-      line(what + " -> ERR");
-      if (System.getenv("API_SCENARIO_TRACE") != null) e.printStackTrace();
-    }
   }
 
   StateStoreProvider provider() throws Exception {
@@ -250,8 +200,6 @@ public final class ApiScenarioSpark35 {
     }
     ApiScenarioSpark35 s = new ApiScenarioSpark35(args[0], new File(args[1]));
     s.run(args[2]);
-    System.out.print(s.out);
-    System.out.flush();
-    System.exit(0);
+    s.printAndExit();
   }
 }

@@ -1,6 +1,5 @@
 package io.statestore.spark;
 
-import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.streaming.state.RocksDBStateEncoder;
 import org.apache.spark.sql.types.StructType;
 
@@ -13,27 +12,8 @@ final class RowCodecs {
     RowCodec.KeyEncoder encoder = null;
     if (numColsPrefixKey > 0) {
       RocksDBStateEncoder spark = RocksDBStateEncoder.getEncoder(keySchema, valueSchema, numColsPrefixKey);
-      encoder = new RowCodec.KeyEncoder() {
-        @Override
-        public byte[] encodeKey(UnsafeRow key) {
-          return spark.encodeKey(key);
-        }
-
-        @Override
-        public UnsafeRow decodeKey(byte[] bytes) {
-          return spark.decodeKey(bytes);
-        }
-
-        @Override
-        public boolean supportsPrefixScan() {
-          return spark.supportPrefixKeyScan();
-        }
-
-        @Override
-        public byte[] encodePrefix(UnsafeRow prefix) {
-          return spark.encodePrefixKey(prefix);
-        }
-      };
+      encoder = RowCodec.KeyEncoder.of(spark::encodeKey, spark::decodeKey, spark.supportPrefixKeyScan(),
+          spark::encodePrefixKey);
     }
     return new RowCodec(keySchema.length(), valueSchema.length(), false, encoder);
   }
