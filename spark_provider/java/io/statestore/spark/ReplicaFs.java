@@ -1,0 +1,40 @@
+package io.statestore.spark;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.URISyntaxException;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.ChecksumFs;
+import org.apache.hadoop.fs.DelegateToFileSystem;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.RawLocalFileSystem;
+
+/**
+ * {@link ReplicaFileSystem}'s other half, for Hadoop's {@code FileContext} ({@code fs.AbstractFileSystem.file.impl}),
+ * through which Spark's default checkpoint file manager reads and writes changelogs, snapshot zips and metadata:
+ * what Hadoop's {@code LocalFs} is (checksums over the raw local file system), with state files' reads counted.
+ * {@code LocalFs}'s constructors are package-private, hence the same layers built here.
+ */
+public class ReplicaFs extends ChecksumFs {
+  public ReplicaFs(URI uri, Configuration conf) throws IOException, URISyntaxException {
+    super(new Raw(uri, conf));
+  }
+
+  @Override
+  public FSDataInputStream open(Path path, int bufferSize) throws IOException {
+    return CheckpointReads.counted(super.open(path, bufferSize), StateFilePath.of(path));
+  }
+
+  /** The raw local file system as an AbstractFileSystem (what Hadoop's package-private RawLocalFs is). */
+  private static final class Raw extends DelegateToFileSystem {
+    Raw(URI uri, Configuration conf) throws IOException, URISyntaxException {
+      super(uri, new RawLocalFileSystem(), conf, "file", false);
+    }
+
+    @Override
+    public int getUriDefaultPort() {
+      return -1;
+    }
+  }
+}

@@ -1,0 +1,36 @@
+package io.statestore.spark;
+
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.hadoop.fs.Path;
+
+/**
+ * A state file of Spark's own RocksDB provider, recognised by its path alone (DESIGN.md section 8: the file system
+ * layers carry no Spark context, and format 2's checksum threads carry no TaskContext):
+ * {@code <checkpoint>/state/<operator>/<partition>[/<store name>]/<file>} where the file is an SST
+ * ({@code SSTs/<name>.sst}), a snapshot ({@code <version>[_<id>].zip}) or a changelog
+ * ({@code <version>[_<id>].changelog}). Every other path (offsets, commits, sources, metadata, checksum sidecars)
+ * is not one.
+ */
+record StateFilePath(Kind kind, String checkpointRoot, int operator, int partition, String storeName, String name) {
+  enum Kind { SST, SNAPSHOT, CHANGELOG }
+
+  private static final Pattern STATE_FILE = Pattern.compile(
+      "^(.*)/state/(\\d+)/(\\d+)(?:/([^/]+))?/(SSTs/[^/]+\\.sst|\\d+(?:_[0-9a-fA-F-]+)?\\.(zip|changelog))$");
+
+  /** The state file at {@code path}, or null when it is not one. */
+  static StateFilePath of(Path path) {
+    Matcher m = STATE_FILE.matcher(path.toUri().getPath());
+    if (!m.matches()) return null;
+    String store = m.group(4) == null ? "default" : m.group(4);
+    if (store.equals("SSTs")) return null; // SSTs/<name>.sst directly under a partition matches the store group
+    Kind kind = m.group(6) == null ? Kind.SST : m.group(6).equals("zip") ? Kind.SNAPSHOT : Kind.CHANGELOG;
+    return new StateFilePath(kind, m.group(1), Integer.parseInt(m.group(2)), Integer.parseInt(m.group(3)), store,
+        m.group(5));
+  }
+
+  /** The partition's store, as our logs name stores: operator/partition/store name. */
+  String storeId() {
+    return operator + "/" + partition + "/" + storeName;
+  }
+}

@@ -1,0 +1,116 @@
+"""The checkpoint file system under Spark's own RocksDB provider (issue 29, its first layer): Hadoop's local file
+system and FileContext, wrapped (`ReplicaFileSystem`, `ReplicaFs`), with the reads of the provider's state files
+counted. A streaming aggregation on Spark's RocksDB provider with changelog checkpointing, restarted from its
+checkpoint, gives the exact recomputation through it, and its load after the restart is counted as reads of
+changelogs and snapshots from the checkpoint location."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import java_check
+
+from spark_provider.jar import provider_jar
+
+SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def test_state_files_are_recognised_by_path(tmp_path_factory: pytest.TempPathFactory) -> None:
+    check = java_check(tmp_path_factory, "StateFilePathCheck", "256m")
+    paths = [
+        "file:/ck/state/0/3/SSTs/000008-6f1c2b3a-0d1e-4f5a-9b8c-7d6e5f4a3b2c.sst",
+        "file:/ck/state/0/3/12.zip",
+        "file:/ck/state/0/3/12_6f1c2b3a-0d1e-4f5a-9b8c-7d6e5f4a3b2c.changelog",
+        "file:/ck/state/1/0/left-keyToNumValues/4.changelog",
+        "file:/ck/state/0/3/.12.changelog.crc",
+        "file:/ck/state/0/_metadata/metadata",
+        "file:/ck/offsets/12",
+        "file:/ck/commits/3",
+    ]
+    out = subprocess.run([*check, *paths], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == [
+        "SST /ck 0/3/default SSTs/000008-6f1c2b3a-0d1e-4f5a-9b8c-7d6e5f4a3b2c.sst",
+        "SNAPSHOT /ck 0/3/default 12.zip",
+        "CHANGELOG /ck 0/3/default 12_6f1c2b3a-0d1e-4f5a-9b8c-7d6e5f4a3b2c.changelog",
+        "CHANGELOG /ck 1/0/left-keyToNumValues 4.changelog",
+        "none",
+        "none",
+        "none",
+        "none",
+    ]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """Spark's RocksDB provider with changelog checkpointing, its checkpoint files through our wrappers."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    jar = str(provider_jar())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("statestore-replica-fs")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.extraClassPath", jar)
+        .config("spark.executor.extraClassPath", jar)
+        .config("spark.hadoop.fs.file.impl", "io.statestore.spark.ReplicaFileSystem")
+        .config("spark.hadoop.fs.AbstractFileSystem.file.impl", "io.statestore.spark.ReplicaFs")
+        .config("spark.sql.streaming.stateStore.providerClass", SPARK_ROCKSDB)
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+def _bytes_read(spark: Any, kind: str) -> int:
+    return int(spark.sparkContext._jvm.io.statestore.spark.ReplicaFileSystem.checkpointBytesRead(kind))
+
+
+def test_an_aggregation_restarted_through_the_wrapper_is_exact_and_its_reload_is_counted(
+    spark: Any, tmp_path: Path
+) -> None:
+    from pyspark.sql import functions as F
+
+    source, checkpoint = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    rows = []
+
+    def feed(batch: int) -> None:
+        lines = [f"{(batch * 37 + i) % 50},{i}" for i in range(400)]
+        rows.extend(tuple(int(x) for x in line.split(",")) for line in lines)
+        (source / f"{batch:03d}.csv").write_text("\n".join(lines) + "\n")
+
+    def run() -> None:
+        events = spark.readStream.schema("k INT, v INT").csv(str(source))
+        counts = events.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
+        query = (
+            counts.writeStream.outputMode("complete").format("memory").queryName("replica_fs_counts")
+            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+        )  # fmt: skip
+        query.awaitTermination()
+        assert query.exception() is None
+
+    for batch in range(4):
+        feed(batch)
+        run()
+    changelogs_before = _bytes_read(spark, "changelog") + _bytes_read(spark, "snapshot")
+    feed(4)
+    run()  # a new query run: its providers load every partition from the checkpoint location
+    expected: dict[int, tuple[int, int]] = {}
+    for k, v in rows:
+        n, s = expected.get(k, (0, 0))
+        expected[k] = (n + 1, s + v)
+    got = {r["k"]: (r["n"], r["s"]) for r in spark.sql("select * from replica_fs_counts").collect()}
+    assert got == expected
+    assert _bytes_read(spark, "changelog") + _bytes_read(spark, "snapshot") > changelogs_before, (
+        "the restarted run's loads read no state file from the checkpoint location through the wrapper"
+    )
