@@ -149,9 +149,13 @@ def test_a_batch_rerun_after_an_executor_kill_loads_from_a_replica_of_the_versio
         try:
             address = warm(spark, [query], 1)
             rerun = query.last_batch_id() + 1
-            assert not kill_at(spark, query, faults, "acked kill 0")
+            # Partition 0's rerun must not read the checkpoint location. Another partition may: one whose only
+            # replica was on the dead node waits out its sync commit, and Spark may then run a partition queued
+            # behind it elsewhere, where nothing holds a copy (seen on CI: that load is logged, and correct).
+            from_checkpoint = kill_at(spark, query, faults, "acked kill 0")
+            assert not [line for line in from_checkpoint if " 0/0/default " in line], from_checkpoint
             sources = load_sources(query.progress_of(rerun))
-            assert sources["checkpoint"] == 0 and sources["replica"] + sources["peer"] >= 1, sources
+            assert sources["replica"] + sources["peer"] >= 1, sources
             query.feed(2)
             query.wait_processed()
             wait_converged(address, query, 1, 90)
