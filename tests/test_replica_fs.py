@@ -6,10 +6,10 @@ changelogs and snapshots from the checkpoint location."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +46,11 @@ def test_state_files_are_recognised_by_path(tmp_path_factory: pytest.TempPathFac
     ]
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
+def _session(jar: str) -> Any:
     """Spark's RocksDB provider with changelog checkpointing, its checkpoint files through our wrappers."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    jar = str(provider_jar())
-    session = (
+    return (
         SparkSession.builder.master("local[2]")
         .appName("statestore-replica-fs")
         .config("spark.sql.shuffle.partitions", "2")
@@ -67,26 +64,22 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
         .getOrCreate()
     )
-    yield session
-    session.stop()
 
 
-def _bytes_read(spark: Any, kind: str) -> int:
-    return int(spark.sparkContext._jvm.io.statestore.spark.ReplicaFileSystem.checkpointBytesRead(kind))
-
-
-def test_an_aggregation_restarted_through_the_wrapper_is_exact_and_its_reload_is_counted(
-    spark: Any, tmp_path: Path
-) -> None:
+def _scenario(root: Path, jar: str) -> dict[str, Any]:
+    """Four runs of an aggregation, then a fifth from the same checkpoint (a new query run: its providers load
+    every partition from the checkpoint location); what the last run saw and the reads counted before it."""
     from pyspark.sql import functions as F
 
-    source, checkpoint = tmp_path / "in", tmp_path / "ck"
+    spark = _session(jar)
+    reads = spark.sparkContext._jvm.io.statestore.spark.ReplicaFileSystem
+    source, checkpoint = root / "in", root / "ck"
     source.mkdir()
     rows = []
 
     def feed(batch: int) -> None:
         lines = [f"{(batch * 37 + i) % 50},{i}" for i in range(400)]
-        rows.extend(tuple(int(x) for x in line.split(",")) for line in lines)
+        rows.extend([int(x) for x in line.split(",")] for line in lines)
         (source / f"{batch:03d}.csv").write_text("\n".join(lines) + "\n")
 
     def run() -> None:
@@ -102,15 +95,34 @@ def test_an_aggregation_restarted_through_the_wrapper_is_exact_and_its_reload_is
     for batch in range(4):
         feed(batch)
         run()
-    changelogs_before = _bytes_read(spark, "changelog") + _bytes_read(spark, "snapshot")
+    before = {kind: int(reads.checkpointBytesRead(kind)) for kind in ("changelog", "snapshot", "sst")}
     feed(4)
-    run()  # a new query run: its providers load every partition from the checkpoint location
-    expected: dict[int, tuple[int, int]] = {}
-    for k, v in rows:
-        n, s = expected.get(k, (0, 0))
-        expected[k] = (n + 1, s + v)
-    got = {r["k"]: (r["n"], r["s"]) for r in spark.sql("select * from replica_fs_counts").collect()}
-    assert got == expected
-    assert _bytes_read(spark, "changelog") + _bytes_read(spark, "snapshot") > changelogs_before, (
-        "the restarted run's loads read no state file from the checkpoint location through the wrapper"
+    run()
+    after = {kind: int(reads.checkpointBytesRead(kind)) for kind in ("changelog", "snapshot", "sst")}
+    got = {r["k"]: [r["n"], r["s"]] for r in spark.sql("select * from replica_fs_counts").collect()}
+    spark.stop()
+    return {"rows": rows, "got": {str(k): v for k, v in got.items()}, "before": before, "after": after}
+
+
+def test_an_aggregation_restarted_through_the_wrapper_is_exact_and_its_reload_is_counted(tmp_path: Path) -> None:
+    # A JVM of its own: the wrappers must be on the driver's class path from its start, and Hadoop caches file
+    # systems per JVM (the suite's other modules share one).
+    done = subprocess.run(
+        [sys.executable, __file__, str(tmp_path), str(provider_jar())], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    expected: dict[str, list[int]] = {}
+    for k, v in seen["rows"]:
+        n, s = expected.get(str(k), [0, 0])
+        expected[str(k)] = [n + 1, s + v]
+    assert seen["got"] == expected
+    before, after = seen["before"], seen["after"]
+    assert after["changelog"] + after["snapshot"] > before["changelog"] + before["snapshot"], (
+        f"the restarted run's loads read no state file from the checkpoint location through the wrapper: {seen}"
     )
+
+
+if __name__ == "__main__":
+    print(json.dumps(_scenario(Path(sys.argv[1]), sys.argv[2])))

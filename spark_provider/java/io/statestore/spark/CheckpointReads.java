@@ -32,6 +32,7 @@ final class CheckpointReads {
 
   /** {@code in}, counting what is read of state file {@code file} (unchanged when {@code file} is null). */
   static FSDataInputStream counted(FSDataInputStream in, StateFilePath file) throws IOException {
+    // FSDataInputStream's constructor declares IOException; wrapping never throws it.
     return file == null ? in : new FSDataInputStream(new Counting(in, file));
   }
 

@@ -3,12 +3,14 @@ package io.statestore.spark;
 import java.io.IOException;
 import java.net.URI;
 import java.net.URISyntaxException;
+import java.util.concurrent.CompletableFuture;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.ChecksumFs;
 import org.apache.hadoop.fs.DelegateToFileSystem;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.RawLocalFileSystem;
+import org.apache.hadoop.fs.impl.OpenFileParameters;
 
 /**
  * {@link ReplicaFileSystem}'s other half, for Hadoop's {@code FileContext} ({@code fs.AbstractFileSystem.file.impl}),
@@ -21,9 +23,28 @@ public class ReplicaFs extends ChecksumFs {
     super(new Raw(uri, conf));
   }
 
+  // FilterFs sends each form of open straight to the raw layer: each is counted here.
+  @Override
+  public FSDataInputStream open(Path path) throws IOException {
+    return CheckpointReads.counted(super.open(path), StateFilePath.of(path));
+  }
+
   @Override
   public FSDataInputStream open(Path path, int bufferSize) throws IOException {
     return CheckpointReads.counted(super.open(path, bufferSize), StateFilePath.of(path));
+  }
+
+  @Override
+  public CompletableFuture<FSDataInputStream> openFileWithOptions(Path path, OpenFileParameters parameters)
+      throws IOException {
+    StateFilePath file = StateFilePath.of(path);
+    return super.openFileWithOptions(path, parameters).thenApply(in -> {
+      try {
+        return CheckpointReads.counted(in, file);
+      } catch (IOException e) {
+        throw new java.io.UncheckedIOException(e);
+      }
+    });
   }
 
   /** The raw local file system as an AbstractFileSystem (what Hadoop's package-private RawLocalFs is). */
