@@ -66,9 +66,23 @@ def _session(jar: str) -> Any:
     )
 
 
-def _scenario(root: Path, jar: str) -> dict[str, Any]:
+def _overwrite_state_files_with_junk(checkpoint: Path) -> int:
+    """Every SST, snapshot zip and changelog of the checkpoint overwritten in place by junk of the same length (as
+    the probe in DESIGN.md section 8 did); returns how many."""
+    doomed = [
+        f
+        for f in (checkpoint / "state").rglob("*")
+        if f.is_file() and not f.name.startswith(".") and f.suffix in (".sst", ".zip", ".changelog")
+    ]
+    for f in doomed:
+        f.write_bytes(b"\xa5" * f.stat().st_size)
+    return len(doomed)
+
+
+def _scenario(root: Path, jar: str, junk: bool) -> dict[str, Any]:
     """Four runs of an aggregation, then a fifth from the same checkpoint (a new query run: its providers load
-    every partition from the checkpoint location); what the last run saw and the reads counted before it."""
+    every partition through the file system), with every state file of the checkpoint overwritten by junk first when
+    `junk`; what the last run saw and the reads counted before and after it."""
     from pyspark.sql import functions as F
 
     spark = _session(jar)
@@ -95,21 +109,31 @@ def _scenario(root: Path, jar: str) -> dict[str, Any]:
     for batch in range(4):
         feed(batch)
         run()
-    before = {kind: int(reads.checkpointBytesRead(kind)) for kind in ("changelog", "snapshot", "sst")}
+    kinds = ("changelog", "snapshot", "sst")
+
+    def counters() -> dict[str, int]:
+        return {
+            **{kind: int(reads.checkpointBytesRead(kind)) for kind in kinds},
+            **{f"copy_{kind}": int(reads.copyBytesRead(kind)) for kind in kinds},
+        }
+
+    junked = _overwrite_state_files_with_junk(checkpoint) if junk else 0
+    before = counters()
     feed(4)
     run()
-    after = {kind: int(reads.checkpointBytesRead(kind)) for kind in ("changelog", "snapshot", "sst")}
+    after = counters()
     got = {r["k"]: [r["n"], r["s"]] for r in spark.sql("select * from replica_fs_counts").collect()}
     spark.stop()
-    return {"rows": rows, "got": {str(k): v for k, v in got.items()}, "before": before, "after": after}
+    return {"rows": rows, "got": {str(k): v for k, v in got.items()}, "before": before, "after": after,
+            "junked": junked}  # fmt: skip
 
 
-def test_an_aggregation_restarted_through_the_wrapper_is_exact_and_its_reload_is_counted(tmp_path: Path) -> None:
+def _run_scenario(tmp_path: Path, junk: bool) -> dict[str, Any]:
     # A JVM of its own: the wrappers must be on the driver's class path from its start, and Hadoop caches file
     # systems per JVM (the suite's other modules share one).
     done = subprocess.run(
-        [sys.executable, __file__, str(tmp_path), str(provider_jar())], capture_output=True, text=True, timeout=600,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        [sys.executable, __file__, str(tmp_path), str(provider_jar()), "junk" if junk else "clean"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
@@ -118,11 +142,27 @@ def test_an_aggregation_restarted_through_the_wrapper_is_exact_and_its_reload_is
         n, s = expected.get(str(k), [0, 0])
         expected[str(k)] = [n + 1, s + v]
     assert seen["got"] == expected
+    return seen
+
+
+def test_an_aggregation_restarted_through_the_wrapper_is_exact_and_its_reload_is_counted(tmp_path: Path) -> None:
+    seen = _run_scenario(tmp_path, junk=False)
     before, after = seen["before"], seen["after"]
-    assert after["changelog"] + after["snapshot"] > before["changelog"] + before["snapshot"], (
-        f"the restarted run's loads read no state file from the checkpoint location through the wrapper: {seen}"
-    )
+    read = {k: after[k] - before[k] for k in after}
+    assert sum(read.values()) > 0, f"the restarted run's loads read no state file through the wrappers: {seen}"
+
+
+def test_a_reload_reads_the_local_copies_when_the_checkpoints_state_files_are_junk(tmp_path: Path) -> None:
+    """The probe's experiment (DESIGN.md section 8), as a test: with every state file in the checkpoint overwritten
+    by junk of the same length, the restarted run loads from the copies kept as the files were written, exactly,
+    and reads no state file of the checkpoint location."""
+    seen = _run_scenario(tmp_path, junk=True)
+    before, after = seen["before"], seen["after"]
+    read = {k: after[k] - before[k] for k in after}
+    assert seen["junked"] > 0
+    assert read["changelog"] == read["snapshot"] == read["sst"] == 0, read
+    assert read["copy_changelog"] + read["copy_snapshot"] > 0, read
 
 
 if __name__ == "__main__":
-    print(json.dumps(_scenario(Path(sys.argv[1]), sys.argv[2])))
+    print(json.dumps(_scenario(Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "junk")))

@@ -18,9 +18,13 @@ import org.slf4j.LoggerFactory;
 final class CheckpointReads {
   private static final Logger LOG = LoggerFactory.getLogger(CheckpointReads.class);
   private static final Map<StateFilePath.Kind, LongAdder> BYTES = new EnumMap<>(StateFilePath.Kind.class);
+  private static final Map<StateFilePath.Kind, LongAdder> SERVED = new EnumMap<>(StateFilePath.Kind.class);
 
   static {
-    for (StateFilePath.Kind kind : StateFilePath.Kind.values()) BYTES.put(kind, new LongAdder());
+    for (StateFilePath.Kind kind : StateFilePath.Kind.values()) {
+      BYTES.put(kind, new LongAdder());
+      SERVED.put(kind, new LongAdder());
+    }
   }
 
   private CheckpointReads() {}
@@ -30,22 +34,34 @@ final class CheckpointReads {
     return BYTES.get(kind).sum();
   }
 
+  /** Bytes of {@code kind} this JVM read from its local copies instead ({@link ReplicaFiles}). */
+  static long servedBytes(StateFilePath.Kind kind) {
+    return SERVED.get(kind).sum();
+  }
+
   /** {@code in}, counting what is read of state file {@code file} (unchanged when {@code file} is null). */
   static FSDataInputStream counted(FSDataInputStream in, StateFilePath file) throws IOException {
+    return counted(in, file, false);
+  }
+
+  /** {@code in}, counting what is read of {@code file}, from a local copy when {@code fromCopy}. */
+  static FSDataInputStream counted(FSDataInputStream in, StateFilePath file, boolean fromCopy) throws IOException {
     // FSDataInputStream's constructor declares IOException; wrapping never throws it.
-    return file == null ? in : new FSDataInputStream(new Counting(in, file));
+    return file == null ? in : new FSDataInputStream(new Counting(in, file, fromCopy));
   }
 
   /** A stream over another that counts the bytes read through it and reports them when closed. */
   private static final class Counting extends FSInputStream {
     private final FSDataInputStream in;
     private final StateFilePath file;
+    private final boolean fromCopy;
     private long read;
     private boolean closed;
 
-    Counting(FSDataInputStream in, StateFilePath file) {
+    Counting(FSDataInputStream in, StateFilePath file, boolean fromCopy) {
       this.in = in;
       this.file = file;
+      this.fromCopy = fromCopy;
     }
 
     private int counted(int n) {
@@ -106,9 +122,10 @@ final class CheckpointReads {
       if (closed) return;
       closed = true;
       in.close();
-      BYTES.get(file.kind()).add(read);
-      LOG.info("statestore-fs: {} read {} bytes of {} {} from the checkpoint location", file.storeId(), read,
-          file.kind().name().toLowerCase(java.util.Locale.ROOT), file.name());
+      (fromCopy ? SERVED : BYTES).get(file.kind()).add(read);
+      LOG.info("statestore-fs: {} read {} bytes of {} {} from {}", file.storeId(), read,
+          file.kind().name().toLowerCase(java.util.Locale.ROOT), file.name(),
+          fromCopy ? "its local copy" : "the checkpoint location");
     }
   }
 }

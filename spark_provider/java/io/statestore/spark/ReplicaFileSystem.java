@@ -1,25 +1,62 @@
 package io.statestore.spark;
 
+import java.io.File;
 import java.io.IOException;
 import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.permission.FsPermission;
+import org.apache.hadoop.util.Progressable;
 
 /**
  * The checkpoint file system under Spark's own RocksDB provider, for {@code file:} checkpoint locations
- * ({@code fs.file.impl}): Hadoop's local file system, through which Spark's provider reads and writes its SST files
- * and snapshot zips, with its state files' reads counted ({@link CheckpointReads}). Every other path passes straight
- * through. It extends {@link LocalFileSystem}, as {@code FileSystem.getLocal} casts to it. Its other half, for
- * changelogs, is {@link ReplicaFs}.
+ * ({@code fs.file.impl}): Hadoop's local file system, through which Spark's provider uploads its SST files (each
+ * written once, straight to its final name) and reads them and snapshot zips back. An SST is kept as a local copy
+ * when its upload closes ({@link ReplicaFiles}); a read of a state file with a trusted copy reads the copy; every
+ * read is counted ({@link CheckpointReads}). Every other path passes straight through. It extends
+ * {@link LocalFileSystem}, as {@code FileSystem.getLocal} casts to it. Its other half, for changelogs and snapshot
+ * zips written through FileContext, is {@link ReplicaFs}.
  */
 public class ReplicaFileSystem extends LocalFileSystem {
   /** Bytes of state files of {@code kind} (sst, snapshot, changelog) this JVM read from the checkpoint location. */
   public static long checkpointBytesRead(String kind) {
-    return CheckpointReads.bytes(StateFilePath.Kind.valueOf(kind.toUpperCase(java.util.Locale.ROOT)));
+    return CheckpointReads.bytes(kind(kind));
+  }
+
+  /** Bytes of state files of {@code kind} this JVM read from its local copies instead of the checkpoint location. */
+  public static long copyBytesRead(String kind) {
+    return CheckpointReads.servedBytes(kind(kind));
+  }
+
+  private static StateFilePath.Kind kind(String kind) {
+    return StateFilePath.Kind.valueOf(kind.toUpperCase(java.util.Locale.ROOT));
   }
 
   @Override
   public FSDataInputStream open(Path path, int bufferSize) throws IOException {
-    return CheckpointReads.counted(super.open(path, bufferSize), StateFilePath.of(path));
+    StateFilePath file = StateFilePath.of(path);
+    if (file != null) {
+      File copy = ReplicaFiles.trusted(path, file, getFileStatus(path).getLen());
+      if (copy != null) {
+        return CheckpointReads.counted(getRaw().open(new Path(copy.toURI()), bufferSize), file, true);
+      }
+    }
+    return CheckpointReads.counted(super.open(path, bufferSize), file);
+  }
+
+  @Override
+  public FSDataOutputStream create(Path path, FsPermission permission, boolean overwrite, int bufferSize,
+      short replication, long blockSize, Progressable progress) throws IOException {
+    FSDataOutputStream out = super.create(path, permission, overwrite, bufferSize, replication, blockSize, progress);
+    StateFilePath file = StateFilePath.of(path);
+    if (file == null) return out;
+    return new FSDataOutputStream(out, null) {
+      @Override
+      public void close() throws IOException {
+        super.close();
+        ReplicaFiles.keep(path, file, pathToFile(path), getConf());
+      }
+    };
   }
 }

@@ -1,5 +1,6 @@
 package io.statestore.spark;
 
+import java.io.File;
 import java.io.IOException;
 import java.net.URI;
 import java.net.URISyntaxException;
@@ -15,23 +16,46 @@ import org.apache.hadoop.fs.impl.OpenFileParameters;
 /**
  * {@link ReplicaFileSystem}'s other half, for Hadoop's {@code FileContext} ({@code fs.AbstractFileSystem.file.impl}),
  * through which Spark's default checkpoint file manager reads and writes changelogs, snapshot zips and metadata:
- * what Hadoop's {@code LocalFs} is (checksums over the raw local file system), with state files' reads counted.
+ * what Hadoop's {@code LocalFs} is (checksums over the raw local file system), with a local copy kept of each state
+ * file as it gets its final name, served to later reads while trusted ({@link ReplicaFiles}), and reads counted.
  * {@code LocalFs}'s constructors are package-private, hence the same layers built here.
  */
 public class ReplicaFs extends ChecksumFs {
   public ReplicaFs(URI uri, Configuration conf) throws IOException, URISyntaxException {
     super(new Raw(uri, conf));
+    this.conf = conf;
   }
 
-  // FilterFs sends each form of open straight to the raw layer: each is counted here.
+  private final Configuration conf;
+
+  // FilterFs sends each form of open straight to the raw layer: each is served and counted here.
   @Override
   public FSDataInputStream open(Path path) throws IOException {
-    return CheckpointReads.counted(super.open(path), StateFilePath.of(path));
+    return open(path, getServerDefaults(path).getFileBufferSize());
   }
 
   @Override
   public FSDataInputStream open(Path path, int bufferSize) throws IOException {
-    return CheckpointReads.counted(super.open(path, bufferSize), StateFilePath.of(path));
+    StateFilePath file = StateFilePath.of(path);
+    if (file != null) {
+      File copy = ReplicaFiles.trusted(path, file, getFileStatus(path).getLen());
+      if (copy != null) return CheckpointReads.counted(super.open(new Path(copy.toURI()), bufferSize), file, true);
+    }
+    return CheckpointReads.counted(super.open(path, bufferSize), file);
+  }
+
+  // Spark writes changelogs and snapshot zips to a temporary name, then renames them: the final name's bytes are
+  // kept then (a rename over an older file of that name, a re-run batch, replaces the copy).
+  @Override
+  public void renameInternal(Path source, Path target) throws IOException {
+    super.renameInternal(source, target);
+    ReplicaFiles.keep(target, StateFilePath.of(target), new File(target.toUri().getPath()), conf);
+  }
+
+  @Override
+  public void renameInternal(Path source, Path target, boolean overwrite) throws IOException {
+    super.renameInternal(source, target, overwrite);
+    ReplicaFiles.keep(target, StateFilePath.of(target), new File(target.toUri().getPath()), conf);
   }
 
   @Override
