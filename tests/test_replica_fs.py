@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def test_state_files_are_recognised_by_path(tmp_path_factory: pytest.TempPathFac
     ]
 
 
-def _session(jar: str) -> Any:
+def _session(jar: str, copies: Path) -> Any:
     """Spark's RocksDB provider with changelog checkpointing, its checkpoint files through our wrappers."""
     from pyspark.sql import SparkSession
 
@@ -62,6 +63,10 @@ def _session(jar: str) -> Any:
         .config("spark.sql.streaming.stateStore.providerClass", SPARK_ROCKSDB)
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
+        # Retention deletes old state files while the test runs: their copies must go with them.
+        .config("spark.sql.streaming.minBatchesToRetain", "2")
+        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
+        .config("spark.hadoop.statestore.replicaFiles.dir", str(copies))
         .getOrCreate()
     )
 
@@ -85,7 +90,7 @@ def _scenario(root: Path, jar: str, junk: bool) -> dict[str, Any]:
     `junk`; what the last run saw and the reads counted before and after it."""
     from pyspark.sql import functions as F
 
-    spark = _session(jar)
+    spark = _session(jar, root / "copies")
     reads = spark.sparkContext._jvm.io.statestore.spark.ReplicaFileSystem
     source, checkpoint = root / "in", root / "ck"
     source.mkdir()
@@ -123,9 +128,32 @@ def _scenario(root: Path, jar: str, junk: bool) -> dict[str, Any]:
     run()
     after = counters()
     got = {r["k"]: [r["n"], r["s"]] for r in spark.sql("select * from replica_fs_counts").collect()}
+    # Deletes through both layers, as Spark's retention makes them: the files' copies must go too.
+    jvm = spark.sparkContext._jvm
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    doomed = sorted((checkpoint / "state" / "0" / "0").glob("*.changelog"))[0]
+    context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(jvm.java.net.URI("file:///"), conf)
+    assert context.delete(jvm.org.apache.hadoop.fs.Path(f"file:{doomed}"), False)
+    ssts = sorted((checkpoint / "state").rglob("*.sst"))
+    if ssts:
+        file_system = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"), conf)
+        assert file_system.delete(jvm.org.apache.hadoop.fs.Path(f"file:{ssts[0]}"), False)
     spark.stop()
-    return {"rows": rows, "got": {str(k): v for k, v in got.items()}, "before": before, "after": after,
-            "junked": junked}  # fmt: skip
+    state_files = [
+        str(f.relative_to(checkpoint / "state")).split("/", 2)[-1].replace("/", "_")
+        for f in (checkpoint / "state").rglob("*")
+        if f.is_file() and f.suffix in (".sst", ".zip", ".changelog") and not f.name.startswith(".")
+    ]
+    copies = [f.name.split("-", 1)[1] for f in (root / "copies").rglob("*") if f.is_file() and "-" in f.name]
+    return {
+        "rows": rows,
+        "got": {str(k): v for k, v in got.items()},
+        "before": before,
+        "after": after,
+        "junked": junked,
+        "state_files": state_files,
+        "copies": copies,
+    }
 
 
 def _run_scenario(tmp_path: Path, junk: bool) -> dict[str, Any]:
@@ -162,6 +190,8 @@ def test_a_reload_reads_the_local_copies_when_the_checkpoints_state_files_are_ju
     assert seen["junked"] > 0
     assert read["changelog"] == read["snapshot"] == read["sst"] == 0, read
     assert read["copy_changelog"] + read["copy_snapshot"] > 0, read
+    # Every copy is of a state file the checkpoint still has: the deletes took their copies along.
+    assert Counter(seen["copies"]) == Counter(seen["state_files"]), (seen["copies"], seen["state_files"])
 
 
 if __name__ == "__main__":

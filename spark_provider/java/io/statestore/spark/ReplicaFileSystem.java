@@ -46,6 +46,13 @@ public class ReplicaFileSystem extends LocalFileSystem {
   }
 
   @Override
+  public boolean delete(Path path, boolean recursive) throws IOException {
+    boolean deleted = super.delete(path, recursive);
+    if (deleted) ReplicaFiles.forget(path);
+    return deleted;
+  }
+
+  @Override
   public FSDataOutputStream create(Path path, FsPermission permission, boolean overwrite, int bufferSize,
       short replication, long blockSize, Progressable progress) throws IOException {
     FSDataOutputStream out = super.create(path, permission, overwrite, bufferSize, replication, blockSize, progress);

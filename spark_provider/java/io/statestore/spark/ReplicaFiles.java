@@ -74,6 +74,19 @@ final class ReplicaFiles {
     }
   }
 
+  /** The checkpoint deleted {@code path} (Spark's retention, or a directory with everything under it): its copies
+   * go too. */
+  static void forget(Path path) {
+    String gone = key(path);
+    COPIES.entrySet().removeIf(e -> {
+      boolean under = e.getKey().equals(gone) || e.getKey().startsWith(gone.endsWith("/") ? gone : gone + "/");
+      if (under && !e.getValue().file().delete() && e.getValue().file().exists()) {
+        LOG.debug("statestore-fs: the local copy {} could not be deleted", e.getValue().file());
+      }
+      return under;
+    });
+  }
+
   /** The verified local copy of state file {@code path} whose checkpoint file is {@code size} bytes long, or null
    * when there is none to trust (the reason is logged). */
   static File trusted(Path path, StateFilePath file, long size) {

@@ -44,6 +44,13 @@ public class ReplicaFs extends ChecksumFs {
     return CheckpointReads.counted(super.open(path, bufferSize), file);
   }
 
+  @Override
+  public boolean delete(Path path, boolean recursive) throws IOException {
+    boolean deleted = super.delete(path, recursive);
+    if (deleted) ReplicaFiles.forget(path);
+    return deleted;
+  }
+
   // Spark writes changelogs and snapshot zips to a temporary name, then renames them: the final name's bytes are
   // kept then (a rename over an older file of that name, a re-run batch, replaces the copy).
   @Override
