@@ -109,13 +109,18 @@ def test_q1_aggregation_fails_over_to_replicas_between_batches_and_before_a_comm
         try:
             address = warm(spark, [query], 1)
             # Between batches.
+            loads_before = set(checkpoint_load_lines(spark))
             victim, lost = kill_busiest_executor(address, [query])
             assert lost[id(query)], "the killed executor was primary of nothing"
             before = query.last_batch_id()
             query.feed(1)
             query.wait_processed()
             sources = load_sources(query.progress_of(before + 1))
-            assert sources["replica"] == len(lost[id(query)]) and sources["checkpoint"] == 0, (victim, lost, sources)
+            assert sources["replica"] >= len(lost[id(query)]), (victim, lost, sources)
+            # Every lost partition from a replica; one that was not lost may be run elsewhere by Spark when its
+            # locality wait runs out, and load (logged) from the checkpoint location: not this test's subject.
+            new_loads = [line for line in checkpoint_load_lines(spark) if line not in loads_before]
+            assert not [line for line in new_loads for s in lost[id(query)] if f" {s} " in line], new_loads
             shown = run_statestore_status(address)
             assert "FAILOVER" in shown and "replica v" in shown, shown
 
@@ -236,12 +241,18 @@ def test_a_replica_of_an_abandoned_history_is_never_used(tmp_path: Path) -> None
             # The re-run's loads of version 3 may come from replicas holding the abandoned version 4, taken back by
             # their undo records; whether they used the abandoned history shows in the outputs, compared below.
             wait_converged(address, ours, 1, 90)
+            loads_before = set(checkpoint_load_lines(spark))
             victim, lost = kill_busiest_executor(address, [ours])
             before = ours.last_batch_id()
             ours.feed(1)
             ours.wait_processed()
             sources = load_sources(ours.progress_of(before + 1))
-            assert sources["replica"] == len(lost[id(ours)]) and sources["checkpoint"] == 0, (victim, sources)
+            assert sources["replica"] >= len(lost[id(ours)]), (victim, sources)
+            # Every lost partition loaded from a replica. A partition that was not lost may be run elsewhere by
+            # Spark (two one-core executors left, its locality wait ran out: seen on CI) and load, logged, from
+            # the checkpoint location: correct, and not this test's subject.
+            new_loads = [line for line in checkpoint_load_lines(spark) if line not in loads_before]
+            assert not [line for line in new_loads for s in lost[id(ours)] if f" {s} " in line], new_loads
         finally:
             ours.stop()
 
