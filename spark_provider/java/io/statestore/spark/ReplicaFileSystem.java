@@ -58,12 +58,6 @@ public class ReplicaFileSystem extends LocalFileSystem {
     FSDataOutputStream out = super.create(path, permission, overwrite, bufferSize, replication, blockSize, progress);
     StateFilePath file = StateFilePath.of(path);
     if (file == null) return out;
-    return new FSDataOutputStream(out, null) {
-      @Override
-      public void close() throws IOException {
-        super.close();
-        ReplicaFiles.keep(path, file, pathToFile(path), getConf());
-      }
-    };
+    return new FSDataOutputStream(ReplicaFiles.teeing(out, path, file, getConf()), null);
   }
 }

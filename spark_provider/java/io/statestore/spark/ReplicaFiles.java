@@ -1,14 +1,18 @@
 package io.statestore.spark;
 
+import java.io.BufferedOutputStream;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.StandardCopyOption;
 import java.util.Map;
+import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.zip.CRC32;
 import java.util.zip.CheckedInputStream;
+import java.util.zip.CheckedOutputStream;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.slf4j.Logger;
@@ -16,7 +20,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * This JVM's copies of Spark's RocksDB provider's state files, kept as they become final in the checkpoint
- * location (an SST when its upload closes, a snapshot zip or changelog when it is renamed to its final name), so
+ * location (an SST as its upload writes it, published when it closes; a snapshot zip or changelog copied from its
+ * temporary file before it is renamed to its final name, published after), so
  * that a later load reads them from local disk. A copy is served only while the checkpoint's file has the size it
  * had when copied, and only if the copy's bytes still have the checksum taken then; otherwise the file is read
  * from the checkpoint location and the log says why. A rewrite of the same name (a re-run batch) replaces the copy.
@@ -53,24 +58,159 @@ final class ReplicaFiles {
     return path.toUri().getPath();
   }
 
-  /** Keeps a copy of the final state file {@code path}, whose bytes are in the local file {@code source}. A copy
-   * that fails is logged and dropped: the checkpoint location still serves the file. */
-  static void keep(Path path, StateFilePath file, File source, Configuration conf) {
-    if (file == null) return;
-    try {
-      File copy = new File(dir(conf), Integer.toHexString(key(path).hashCode()) + "-" + file.name().replace('/', '_'));
-      File staging = new File(copy.getPath() + ".tmp");
-      CRC32 crc = new CRC32();
-      try (InputStream in = new CheckedInputStream(Files.newInputStream(source.toPath()), crc)) {
-        Files.copy(in, staging.toPath(), StandardCopyOption.REPLACE_EXISTING);
+  /** A copy of state file {@code path} being made, not yet served: published once the checkpoint's file is final
+   * (its upload closed, or its rename done), discarded if that fails. */
+  static final class Staged {
+    private final String key;
+    private final StateFilePath file;
+    private final File staging;
+    private final File copy;
+    private final CRC32 crc = new CRC32();
+
+    private Staged(Path path, StateFilePath file, File dir) {
+      this.key = key(path);
+      this.file = file;
+      this.copy = new File(dir, Integer.toHexString(key.hashCode()) + "-" + file.name().replace('/', '_'));
+      // Two writers of one name (a re-run batch, a stopped run's late upload) each stage apart.
+      this.staging = new File(dir, "." + copy.getName() + "." + UUID.randomUUID() + ".tmp");
+      // The file is being rewritten: an older copy of it is no longer served (an open reader keeps its bytes).
+      if (COPIES.remove(key) != null) copy.delete();
+    }
+
+    /** Makes the staged copy the one served for its path. */
+    void publish() {
+      try {
+        Files.move(staging.toPath(), copy.toPath(), StandardCopyOption.REPLACE_EXISTING,
+            StandardCopyOption.ATOMIC_MOVE);
+        COPIES.put(key, new Copy(copy, copy.length(), crc.getValue()));
+      } catch (IOException | RuntimeException e) {
+        failed(e);
       }
-      Files.move(staging.toPath(), copy.toPath(), StandardCopyOption.REPLACE_EXISTING,
-          StandardCopyOption.ATOMIC_MOVE);
-      COPIES.put(key(path), new Copy(copy, copy.length(), crc.getValue()));
-    } catch (IOException | RuntimeException e) {
-      COPIES.remove(key(path));
+    }
+
+    /** Drops the staged copy: the path's loads read the checkpoint location. */
+    void discard() {
+      staging.delete();
+    }
+
+    private void failed(Exception e) {
+      discard();
       LOG.warn("statestore-fs: no local copy of {} {} ({}); its loads read the checkpoint location", file.storeId(),
           file.name(), e.toString());
+    }
+  }
+
+  /** Stages a copy of the bytes of local file {@code source}, which become state file {@code path} (a rename's
+   * source, copied before the rename), or null when {@code path} is no state file or the copy failed (logged). */
+  static Staged stage(Path path, StateFilePath file, File source, Configuration conf) {
+    if (file == null) return null;
+    Staged staged;
+    try {
+      staged = new Staged(path, file, dir(conf));
+    } catch (IOException | RuntimeException e) {
+      LOG.warn("statestore-fs: no local copy of {} {} ({})", file.storeId(), file.name(), e.toString());
+      return null;
+    }
+    try (InputStream in = new CheckedInputStream(Files.newInputStream(source.toPath()), staged.crc)) {
+      Files.copy(in, staged.staging.toPath(), StandardCopyOption.REPLACE_EXISTING);
+      return staged;
+    } catch (IOException | RuntimeException e) {
+      staged.failed(e);
+      return null;
+    }
+  }
+
+  /** {@code upload}, the stream writing state file {@code path}, with every byte also written to a staged copy,
+   * published when the upload closes: the copy holds what Spark wrote, whatever later happens to the checkpoint's
+   * file. A copy that fails stops being written and is dropped (logged); the upload itself goes on. */
+  static OutputStream teeing(OutputStream upload, Path path, StateFilePath file, Configuration conf) {
+    if (file == null) return upload;
+    Staged staged;
+    OutputStream copy;
+    try {
+      staged = new Staged(path, file, dir(conf));
+      copy = new CheckedOutputStream(new BufferedOutputStream(Files.newOutputStream(staged.staging.toPath())),
+          staged.crc);
+    } catch (IOException | RuntimeException e) {
+      LOG.warn("statestore-fs: no local copy of {} {} ({})", file.storeId(), file.name(), e.toString());
+      return upload;
+    }
+    return new TeeStream(upload, copy, staged);
+  }
+
+  /** Writes to the upload and, while it works, to the staged copy. */
+  private static final class TeeStream extends OutputStream {
+    private final OutputStream upload;
+    private final Staged staged;
+    private OutputStream copy;
+
+    TeeStream(OutputStream upload, OutputStream copy, Staged staged) {
+      this.upload = upload;
+      this.copy = copy;
+      this.staged = staged;
+    }
+
+    @Override
+    public void write(int b) throws IOException {
+      upload.write(b);
+      if (copy != null) {
+        try {
+          copy.write(b);
+        } catch (IOException e) {
+          dropCopy(e);
+        }
+      }
+    }
+
+    @Override
+    public void write(byte[] bytes, int offset, int length) throws IOException {
+      upload.write(bytes, offset, length);
+      if (copy != null) {
+        try {
+          copy.write(bytes, offset, length);
+        } catch (IOException e) {
+          dropCopy(e);
+        }
+      }
+    }
+
+    @Override
+    public void flush() throws IOException {
+      upload.flush();
+    }
+
+    @Override
+    public void close() throws IOException {
+      OutputStream kept = copy;
+      copy = null;
+      try {
+        upload.close();
+      } catch (IOException | RuntimeException e) {
+        if (kept != null) closeQuietly(kept);
+        staged.discard();
+        throw e;
+      }
+      if (kept == null) return;
+      try {
+        kept.close();
+        staged.publish();
+      } catch (IOException e) {
+        staged.failed(e);
+      }
+    }
+
+    private void dropCopy(IOException e) {
+      closeQuietly(copy);
+      copy = null;
+      staged.failed(e);
+    }
+
+    private static void closeQuietly(OutputStream out) {
+      try {
+        out.close();
+      } catch (IOException ignored) {
+        // the copy is dropped anyway
+      }
     }
   }
 

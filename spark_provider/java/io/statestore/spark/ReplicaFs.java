@@ -51,18 +51,33 @@ public class ReplicaFs extends ChecksumFs {
     return deleted;
   }
 
-  // Spark writes changelogs and snapshot zips to a temporary name, then renames them: the final name's bytes are
-  // kept then (a rename over an older file of that name, a re-run batch, replaces the copy).
+  // Spark writes changelogs and snapshot zips to a temporary name, then renames them: the temporary file's bytes
+  // are copied before the rename and served once it is done (a rename over an older file of that name, a re-run
+  // batch, replaces the copy).
   @Override
   public void renameInternal(Path source, Path target) throws IOException {
-    super.renameInternal(source, target);
-    ReplicaFiles.keep(target, StateFilePath.of(target), new File(target.toUri().getPath()), conf);
+    renameKeepingCopy(source, target, () -> super.renameInternal(source, target));
   }
 
   @Override
   public void renameInternal(Path source, Path target, boolean overwrite) throws IOException {
-    super.renameInternal(source, target, overwrite);
-    ReplicaFiles.keep(target, StateFilePath.of(target), new File(target.toUri().getPath()), conf);
+    renameKeepingCopy(source, target, () -> super.renameInternal(source, target, overwrite));
+  }
+
+  private interface Rename {
+    void run() throws IOException;
+  }
+
+  private void renameKeepingCopy(Path source, Path target, Rename rename) throws IOException {
+    ReplicaFiles.Staged staged =
+        ReplicaFiles.stage(target, StateFilePath.of(target), new File(source.toUri().getPath()), conf);
+    try {
+      rename.run();
+    } catch (IOException | RuntimeException e) {
+      if (staged != null) staged.discard();
+      throw e;
+    }
+    if (staged != null) staged.publish();
   }
 
   @Override
