@@ -111,6 +111,22 @@ def spark_conf_lines(settings: dict[str, str], jar: str, python: str, defaults_f
     return [f"--jars {jar}", *(f"--conf {key}={value}" for key, value in confs.items())]
 
 
+def checkpoint_file_lines(
+    settings: dict[str, str], jar: str, copies_dir: str | None, defaults_file: bool = False
+) -> list[str]:
+    """The confs that keep Spark's own RocksDB provider with our checkpoint file layer under it, as spark-submit
+    arguments or spark-defaults.conf lines; `settings` of our provider do not apply (a SettingError)."""
+    from spark_provider.checkpoint_files import checkpoint_file_confs
+    from spark_provider.settings import SettingError
+
+    if settings:
+        raise SettingError(f"settings {', '.join(sorted(settings))} do not apply with --spark-rocksdb")
+    confs = checkpoint_file_confs(jar, {}, copies_dir)
+    if defaults_file:
+        return [f"{key} {value}" for key, value in confs.items()]
+    return [f"--conf {key}={value}" for key, value in confs.items()]
+
+
 def _spark_conf(args: argparse.Namespace) -> int:
     from spark_provider.settings import SettingError
 
@@ -123,7 +139,10 @@ def _spark_conf(args: argparse.Namespace) -> int:
         settings[name.strip()] = value.strip()
     try:
         jar = args.jar or str(provider_jar())
-        lines = spark_conf_lines(settings, jar, args.python, args.defaults)
+        if args.spark_rocksdb:
+            lines = checkpoint_file_lines(settings, jar, args.replica_files_dir, args.defaults)
+        else:
+            lines = spark_conf_lines(settings, jar, args.python, args.defaults)
     except (SettingError, JarBuildError) as exc:
         print(f"statestore spark-conf: {exc}", file=sys.stderr)
         return 2
@@ -158,4 +177,10 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         help="the Python that runs the state nodes and the controller (default: this one, %(default)s)",
     )
     confs.add_argument("--defaults", action="store_true", help="spark-defaults.conf lines instead")
+    confs.add_argument(
+        "--spark-rocksdb", action="store_true",
+        help="keep Spark's own RocksDB provider (transformWithState, Real-Time Mode, running queries) with the "
+        "checkpoint file layer under it, which keeps each host's state files local",
+    )  # fmt: skip
+    confs.add_argument("--replica-files-dir", help="with --spark-rocksdb: the host directory for the local copies")
     confs.set_defaults(handler=_spark_conf)

@@ -92,7 +92,14 @@ def _spark_secret(builder_or_session: Any) -> str:
     return _spark_conf(builder_or_session, "spark.authenticate.secret")
 
 
-def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: object) -> Any:
+def enable(
+    builder_or_session: Any,
+    jar: str | Path | None = None,
+    *,
+    spark_rocksdb: bool = False,
+    replica_files_dir: str | None = None,
+    **settings: object,
+) -> Any:
     """Configure Spark to keep streaming state in the statestore provider: a convenience that sets the Spark confs
     `statestore spark-conf` prints (the same confs work in `spark-submit --conf`, `spark-defaults.conf` or a Spark
     Connect server's command).
@@ -110,7 +117,15 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
     running session: now), and Spark's executor events reach it there; executors start their state nodes as
     they start. The controller's address is then the session's `controller` conf, and this process's calls to it
     (`spark_provider.move`, `status`...) find its secret in this host's registry (statestore.registry).
+
+    `spark_rocksdb=True` keeps Spark's own RocksDB provider instead (transformWithState, Real-Time Mode, offline
+    repartition and queries already running on it need it) and puts the checkpoint file layer under it
+    (`spark_provider.checkpoint_files`): each host keeps a local copy of the state files its executors write, in
+    `replica_files_dir` (default: the JVM's temporary directory), and later loads there read them. A builder only
+    (Hadoop picks the `file:` file system once per JVM); no other setting applies to it yet.
     """
+    if spark_rocksdb or replica_files_dir is not None:
+        return _enable_checkpoint_files(builder_or_session, jar, spark_rocksdb, replica_files_dir, settings)
     confs = {
         "spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS,
         **spark_confs(_existing_confs(builder_or_session), **settings),
@@ -154,6 +169,31 @@ def enable(builder_or_session: Any, jar: str | Path | None = None, **settings: o
         session.conf.set(controller_key, _attach_controller(context, {**confs, **python_confs}, jar_path))
         session._jsparkSession.streams().addListener(context._jvm.io.statestore.spark.QueryStarts())
     return session
+
+
+def _enable_checkpoint_files(
+    builder: Any, jar: str | Path | None, spark_rocksdb: bool, copies_dir: str | None, settings: dict[str, object]
+) -> Any:
+    """enable(spark_rocksdb=True): the checkpoint file layer's confs on a builder."""
+    from spark_provider.checkpoint_files import checkpoint_file_confs
+
+    if not spark_rocksdb:
+        raise SettingError("replica_files_dir applies with spark_rocksdb=True only (Spark's provider, our file layer)")
+    if settings:
+        raise SettingError(
+            f"settings {', '.join(sorted(settings))} configure the statestore provider; with spark_rocksdb=True "
+            "Spark's RocksDB provider runs the state and only replica_files_dir applies"
+        )
+    if not hasattr(builder, "getOrCreate"):
+        raise SettingError(
+            "spark_rocksdb=True needs a SparkSession.Builder, not a running session: Hadoop picks the file: file "
+            "system once per JVM, and the layer's classes must be on the driver's class path from its start"
+        )
+    options = builder._options if hasattr(builder, "_options") else {}
+    jar_path = str(Path(jar) if jar is not None else provider_jar())
+    for key, value in checkpoint_file_confs(jar_path, {k: str(v) for k, v in options.items()}, copies_dir).items():
+        builder = builder.config(key, value)
+    return builder
 
 
 def _attach_controller(context: Any, confs: dict[str, str], jar_path: str) -> str:

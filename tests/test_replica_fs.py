@@ -148,7 +148,12 @@ def _scenario(root: Path, jar: str, junk: bool) -> dict[str, Any]:
         for f in (checkpoint / "state").rglob("*")
         if f.is_file() and f.suffix in (".sst", ".zip", ".changelog") and not f.name.startswith(".")
     ]
-    copies = [f.name.split("-", 1)[1] for f in (root / "copies").rglob("*") if f.is_file() and "-" in f.name]
+    copies = [
+        f.name.split("-", 1)[1]
+        for f in (root / "copies").rglob("*")
+        if f.is_file() and "-" in f.name and not f.name.startswith(".") and f.suffix != ".index"
+    ]
+    indexed = sorted(f.name.removesuffix(".index") for f in (root / "copies").rglob("*.index"))
     return {
         "rows": rows,
         "got": {str(k): v for k, v in got.items()},
@@ -157,6 +162,8 @@ def _scenario(root: Path, jar: str, junk: bool) -> dict[str, Any]:
         "junked": junked,
         "state_files": state_files,
         "copies": copies,
+        "indexed": indexed,
+        "copy_names": sorted(f.name for f in (root / "copies").rglob("*") if f.is_file() and f.suffix != ".index"),
     }
 
 
@@ -198,6 +205,8 @@ def test_a_reload_reads_the_local_copies_when_the_checkpoints_state_files_are_ju
     assert read["copy_changelog"] + read["copy_snapshot"] > 0, read
     # Every copy is of a state file the checkpoint still has: the deletes took their copies along.
     assert Counter(seen["copies"]) == Counter(seen["state_files"]), (seen["copies"], seen["state_files"])
+    # Each copy has its index entry (what another JVM of the host finds it by), and no entry outlives its copy.
+    assert seen["indexed"] == seen["copy_names"], (seen["indexed"], seen["copy_names"])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,5 @@
 package io.statestore.spark;
 
-import java.io.File;
 import java.io.IOException;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
@@ -35,20 +34,20 @@ public class ReplicaFileSystem extends LocalFileSystem {
 
   @Override
   public FSDataInputStream open(Path path, int bufferSize) throws IOException {
-    StateFilePath file = StateFilePath.of(path);
-    if (file != null) {
-      File copy = ReplicaFiles.trusted(path, file, getFileStatus(path).getLen());
-      if (copy != null) {
-        return CheckpointReads.counted(getRaw().open(new Path(copy.toURI()), bufferSize), file, true);
-      }
-    }
-    return CheckpointReads.counted(super.open(path, bufferSize), file);
+    return ReplicaFiles.open(path, StateFilePath.of(path), p -> getFileStatus(p).getLen(),
+        (p, copy) -> copy ? getRaw().open(p, bufferSize) : super.open(p, bufferSize), getConf());
   }
 
   @Override
   public boolean delete(Path path, boolean recursive) throws IOException {
+    boolean directory;
+    try {
+      directory = recursive && getFileStatus(path).isDirectory();
+    } catch (java.io.FileNotFoundException e) {
+      return false;
+    }
     boolean deleted = super.delete(path, recursive);
-    if (deleted) ReplicaFiles.forget(path);
+    if (deleted) ReplicaFiles.forget(path, directory, getConf());
     return deleted;
   }
 

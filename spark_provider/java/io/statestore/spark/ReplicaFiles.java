@@ -5,8 +5,10 @@ import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.StandardCopyOption;
+import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
@@ -14,25 +16,30 @@ import java.util.zip.CRC32;
 import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.Path;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * This JVM's copies of Spark's RocksDB provider's state files, kept as they become final in the checkpoint
+ * This host's copies of Spark's RocksDB provider's state files, kept as they become final in the checkpoint
  * location (an SST as its upload writes it, published when it closes; a snapshot zip or changelog copied from its
- * temporary file before it is renamed to its final name, published after), so
- * that a later load reads them from local disk. A copy is served only while the checkpoint's file has the size it
- * had when copied, and only if the copy's bytes still have the checksum taken then; otherwise the file is read
- * from the checkpoint location and the log says why. A rewrite of the same name (a re-run batch) replaces the copy.
+ * temporary file before it is renamed to its final name, published after), so that a later load reads them from
+ * local disk. Each copy has an index entry beside it (the checkpoint path, size and checksum) in a directory every
+ * JVM of the host shares, so an executor started after another died serves the dead one's copies. A copy is served
+ * only while the checkpoint's file has the size it had when copied, and only if the copy's bytes still have the
+ * checksum taken then; otherwise the file is read from the checkpoint location and the log says why. A rewrite of
+ * the same name (a re-run batch) replaces the copy.
  */
 final class ReplicaFiles {
   private static final Logger LOG = LoggerFactory.getLogger(ReplicaFiles.class);
-  /** Hadoop conf key (spark.hadoop.statestore.replicaFiles.dir): where the copies live. */
+  /** Hadoop conf key (spark.hadoop.statestore.replicaFiles.dir): the host directory under which copies live. */
   static final String DIR_KEY = "statestore.replicaFiles.dir";
+  private static final String INDEX_SUFFIX = ".index";
 
   private record Copy(File file, long size, long crc) {}
 
+  /** This JVM's view of the index: entries it wrote or found on disk and verified. */
   private static final Map<String, Copy> COPIES = new ConcurrentHashMap<>();
   private static volatile File dir;
 
@@ -45,8 +52,9 @@ final class ReplicaFiles {
         if (dir == null) {
           String configured = conf == null ? null : conf.get(DIR_KEY);
           File base = configured != null ? new File(configured) : new File(System.getProperty("java.io.tmpdir"));
-          dir = new File(base, "statestore-replica-files-" + ProcessHandle.current().pid());
-          Files.createDirectories(dir.toPath());
+          File shared = new File(base, "statestore-replica-files");
+          Files.createDirectories(shared.toPath());
+          dir = shared;
         }
         d = dir;
       }
@@ -56,6 +64,41 @@ final class ReplicaFiles {
 
   private static String key(Path path) {
     return path.toUri().getPath();
+  }
+
+  /** Where the copy of the state file at checkpoint path {@code key} lives: named by a digest of the whole path
+   * (two partitions' {@code 2.zip} differ) and the file's own name, for people reading the directory. */
+  private static File copyFile(File dir, String key, StateFilePath file) {
+    String digest = UUID.nameUUIDFromBytes(key.getBytes(StandardCharsets.UTF_8)).toString().replace("-", "");
+    return new File(dir, digest.substring(0, 16) + "-" + file.name().replace('/', '_'));
+  }
+
+  private static File indexFile(File copy) {
+    return new File(copy.getPath() + INDEX_SUFFIX);
+  }
+
+  /** Writes {@code copy}'s index entry (checkpoint path, size, checksum), atomically. */
+  private static void writeIndex(String key, Copy copy) throws IOException {
+    File index = indexFile(copy.file());
+    File staging = new File(index.getParentFile(), "." + index.getName() + "." + UUID.randomUUID() + ".tmp");
+    Files.writeString(staging.toPath(), key + "\n" + copy.size() + "\n" + copy.crc() + "\n");
+    Files.move(staging.toPath(), index.toPath(), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+  }
+
+  /** The index entry beside {@code copy} if it is of checkpoint path {@code key}, else null. */
+  private static Copy readIndex(String key, File copy) {
+    try {
+      List<String> lines = Files.readAllLines(indexFile(copy).toPath(), StandardCharsets.UTF_8);
+      if (lines.size() < 3 || !lines.get(0).equals(key)) return null;
+      return new Copy(copy, Long.parseLong(lines.get(1)), Long.parseLong(lines.get(2)));
+    } catch (IOException | RuntimeException e) {
+      return null;
+    }
+  }
+
+  private static void deleteCopy(File copy) {
+    indexFile(copy).delete();
+    if (!copy.delete() && copy.exists()) LOG.debug("statestore-fs: the local copy {} could not be deleted", copy);
   }
 
   /** A copy of state file {@code path} being made, not yet served: published once the checkpoint's file is final
@@ -70,11 +113,12 @@ final class ReplicaFiles {
     private Staged(Path path, StateFilePath file, File dir) {
       this.key = key(path);
       this.file = file;
-      this.copy = new File(dir, Integer.toHexString(key.hashCode()) + "-" + file.name().replace('/', '_'));
+      this.copy = copyFile(dir, key, file);
       // Two writers of one name (a re-run batch, a stopped run's late upload) each stage apart.
       this.staging = new File(dir, "." + copy.getName() + "." + UUID.randomUUID() + ".tmp");
       // The file is being rewritten: an older copy of it is no longer served (an open reader keeps its bytes).
-      if (COPIES.remove(key) != null) copy.delete();
+      COPIES.remove(key);
+      deleteCopy(copy);
     }
 
     /** Makes the staged copy the one served for its path. */
@@ -82,7 +126,9 @@ final class ReplicaFiles {
       try {
         Files.move(staging.toPath(), copy.toPath(), StandardCopyOption.REPLACE_EXISTING,
             StandardCopyOption.ATOMIC_MOVE);
-        COPIES.put(key, new Copy(copy, copy.length(), crc.getValue()));
+        Copy kept = new Copy(copy, copy.length(), crc.getValue());
+        writeIndex(key, kept);
+        COPIES.put(key, kept);
       } catch (IOException | RuntimeException e) {
         failed(e);
       }
@@ -214,25 +260,56 @@ final class ReplicaFiles {
     }
   }
 
-  /** The checkpoint deleted {@code path} (Spark's retention, or a directory with everything under it): its copies
-   * go too. */
-  static void forget(Path path) {
+  /** The checkpoint deleted {@code path}, a file or (when {@code directory}) a directory with everything under
+   * it (Spark's retention, a query's cleanup): the copies of those files go too, whichever JVM of the host kept
+   * them. */
+  static void forget(Path path, boolean directory, Configuration conf) {
     String gone = key(path);
+    String prefix = gone.endsWith("/") ? gone : gone + "/";
     COPIES.entrySet().removeIf(e -> {
-      boolean under = e.getKey().equals(gone) || e.getKey().startsWith(gone.endsWith("/") ? gone : gone + "/");
-      if (under && !e.getValue().file().delete() && e.getValue().file().exists()) {
-        LOG.debug("statestore-fs: the local copy {} could not be deleted", e.getValue().file());
-      }
+      boolean under = e.getKey().equals(gone) || e.getKey().startsWith(prefix);
+      if (under) deleteCopy(e.getValue().file());
       return under;
     });
+    File d;
+    try {
+      d = dir(conf);
+    } catch (IOException e) {
+      return;
+    }
+    if (!directory) {
+      StateFilePath file = StateFilePath.of(path);
+      File copy = file == null ? null : copyFile(d, gone, file);
+      if (copy != null && readIndex(gone, copy) != null) deleteCopy(copy);
+      return;
+    }
+    File[] entries = d.listFiles((parent, name) -> name.endsWith(INDEX_SUFFIX) && !name.startsWith("."));
+    for (File index : entries == null ? new File[0] : entries) {
+      File copy = new File(index.getPath().substring(0, index.getPath().length() - INDEX_SUFFIX.length()));
+      try {
+        String of = Files.readAllLines(index.toPath(), StandardCharsets.UTF_8).get(0);
+        if (of.startsWith(prefix)) deleteCopy(copy);
+      } catch (IOException | RuntimeException e) {
+        // another JVM replaced or removed it meanwhile
+      }
+    }
   }
 
   /** The verified local copy of state file {@code path} whose checkpoint file is {@code size} bytes long, or null
-   * when there is none to trust (the reason is logged). */
-  static File trusted(Path path, StateFilePath file, long size) {
+   * when there is none to trust (the reason is logged). A copy another JVM of the host kept is found by its index
+   * entry. */
+  static File trusted(Path path, StateFilePath file, long size, Configuration conf) {
     if (file == null) return null;
-    Copy copy = COPIES.get(key(path));
-    if (copy == null) return null;
+    String key = key(path);
+    Copy copy = COPIES.get(key);
+    if (copy == null) {
+      try {
+        copy = readIndex(key, copyFile(dir(conf), key, file));
+      } catch (IOException e) {
+        return null;
+      }
+      if (copy == null) return null;
+    }
     String doubt = null;
     if (copy.size() != size) {
       doubt = "its size " + copy.size() + " differs from the checkpoint's " + size;
@@ -240,17 +317,39 @@ final class ReplicaFiles {
       try {
         CRC32 crc = new CRC32();
         try (InputStream in = new CheckedInputStream(Files.newInputStream(copy.file().toPath()), crc)) {
-          in.transferTo(java.io.OutputStream.nullOutputStream());
+          in.transferTo(OutputStream.nullOutputStream());
         }
         if (crc.getValue() != copy.crc()) doubt = "its bytes changed since it was kept (checksum differs)";
       } catch (IOException e) {
         doubt = "it cannot be read: " + e;
       }
     }
-    if (doubt == null) return copy.file();
-    COPIES.remove(key(path));
+    if (doubt == null) {
+      COPIES.put(key, copy);
+      return copy.file();
+    }
+    COPIES.remove(key);
     LOG.info("statestore-fs: the local copy of {} {} is not used, {}; read from the checkpoint location",
         file.storeId(), file.name(), doubt);
     return null;
+  }
+
+  /** Opens state file {@code path} (null when it is none) from its trusted copy if there is one, through
+   * {@code opener}, else from the checkpoint location; either way the read is counted. */
+  static FSDataInputStream open(Path path, StateFilePath file, SizeOf sizeOf, Opener opener, Configuration conf)
+      throws IOException {
+    File copy = file == null ? null : trusted(path, file, sizeOf.size(path), conf);
+    if (copy != null) return CheckpointReads.counted(opener.open(new Path(copy.toURI()), true), file, true);
+    return CheckpointReads.counted(opener.open(path, false), file);
+  }
+
+  /** A file system's own open, of a checkpoint path or (when {@code copy}) of a copy's local path. */
+  interface Opener {
+    FSDataInputStream open(Path path, boolean copy) throws IOException;
+  }
+
+  /** A file system's own length of the file at a checkpoint path. */
+  interface SizeOf {
+    long size(Path path) throws IOException;
   }
 }

@@ -36,18 +36,20 @@ public class ReplicaFs extends ChecksumFs {
 
   @Override
   public FSDataInputStream open(Path path, int bufferSize) throws IOException {
-    StateFilePath file = StateFilePath.of(path);
-    if (file != null) {
-      File copy = ReplicaFiles.trusted(path, file, getFileStatus(path).getLen());
-      if (copy != null) return CheckpointReads.counted(super.open(new Path(copy.toURI()), bufferSize), file, true);
-    }
-    return CheckpointReads.counted(super.open(path, bufferSize), file);
+    return ReplicaFiles.open(path, StateFilePath.of(path), p -> getFileStatus(p).getLen(),
+        (p, copy) -> super.open(p, bufferSize), conf);
   }
 
   @Override
   public boolean delete(Path path, boolean recursive) throws IOException {
+    boolean directory;
+    try {
+      directory = recursive && getFileStatus(path).isDirectory();
+    } catch (java.io.FileNotFoundException e) {
+      return false;
+    }
     boolean deleted = super.delete(path, recursive);
-    if (deleted) ReplicaFiles.forget(path);
+    if (deleted) ReplicaFiles.forget(path, directory, conf);
     return deleted;
   }
 

@@ -1,0 +1,72 @@
+"""The confs of `enable(spark_rocksdb=True)` and `statestore spark-conf --spark-rocksdb`: Spark's RocksDB provider
+kept, the file layer's classes and class path set, conflicting input refused with what to do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from spark_provider.checkpoint_files import (
+    ABSTRACT_FILE_SYSTEM_KEY,
+    COPIES_DIR_KEY,
+    FILE_SYSTEM_KEY,
+    PROVIDER_CLASS_KEY,
+    SPARK_ROCKSDB_PROVIDER,
+    checkpoint_file_confs,
+)
+from spark_provider.settings import SettingError
+
+
+def test_the_layer_keeps_sparks_provider_and_appends_its_jar_to_the_class_path() -> None:
+    existing = {"spark.driver.extraClassPath": os.pathsep.join(["/opt/a.jar", "/x/layer.jar"])}
+    confs = checkpoint_file_confs("/x/layer.jar", existing, "/var/lib/copies")
+    assert confs[PROVIDER_CLASS_KEY] == SPARK_ROCKSDB_PROVIDER
+    assert confs[FILE_SYSTEM_KEY] == "io.statestore.spark.ReplicaFileSystem"
+    assert confs[ABSTRACT_FILE_SYSTEM_KEY] == "io.statestore.spark.ReplicaFs"
+    assert confs["spark.driver.extraClassPath"] == os.pathsep.join(["/opt/a.jar", "/x/layer.jar"])
+    assert confs["spark.executor.extraClassPath"] == "/x/layer.jar"
+    assert confs[COPIES_DIR_KEY] == "/var/lib/copies"
+    assert COPIES_DIR_KEY not in checkpoint_file_confs("/x/layer.jar", {})
+
+
+def test_another_provider_is_refused_naming_the_conf() -> None:
+    with pytest.raises(SettingError, match=r"providerClass is .io\.statestore\.spark\.StatestoreProvider."):
+        checkpoint_file_confs("/x/layer.jar", {PROVIDER_CLASS_KEY: "io.statestore.spark.StatestoreProvider"})
+
+
+def test_enable_refuses_a_running_session_and_our_providers_settings() -> None:
+    from pyspark.sql import SparkSession
+
+    import spark_provider
+
+    with pytest.raises(SettingError, match="replication_factor"):
+        spark_provider.enable(SparkSession.builder, jar="/x/layer.jar", spark_rocksdb=True, replication_factor=2)
+    with pytest.raises(SettingError, match="spark_rocksdb=True only"):
+        spark_provider.enable(SparkSession.builder, jar="/x/layer.jar", replica_files_dir="/tmp/c")
+
+    class RunningSession:  # what enable() tells a builder from: no getOrCreate
+        pass
+
+    with pytest.raises(SettingError, match=r"needs a SparkSession\.Builder"):
+        spark_provider.enable(RunningSession(), jar="/x/layer.jar", spark_rocksdb=True)
+
+
+def test_spark_conf_prints_the_layers_confs_for_spark_submit() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "statestore.cli", "spark-conf", "--spark-rocksdb", "--jar", "/x/layer.jar",
+         "--replica-files-dir", "/var/lib/copies"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"--conf {PROVIDER_CLASS_KEY}={SPARK_ROCKSDB_PROVIDER}" in done.stdout
+    assert f"--conf {FILE_SYSTEM_KEY}=io.statestore.spark.ReplicaFileSystem" in done.stdout
+    assert "--conf spark.executor.extraClassPath=/x/layer.jar" in done.stdout
+    refused = subprocess.run(
+        [sys.executable, "-m", "statestore.cli", "spark-conf", "--spark-rocksdb", "--jar", "/x/layer.jar",
+         "replication_factor=2"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "do not apply with --spark-rocksdb" in refused.stderr, refused.stderr
