@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from spark_provider.local_cluster import executor_pids, kill_executor
 
@@ -61,10 +62,12 @@ def _state_reads(log: str) -> list[tuple[str, str]]:
                       log)  # fmt: skip
 
 
-def _loaded_partitions(log: str) -> set[int]:
-    """The partitions whose state Spark's provider loaded on this executor (its INFO log names each)."""
+def _loaded_partitions(log: str, run_id: str) -> set[int]:
+    """The partitions whose state Spark's provider loaded on this executor for query run `run_id` (its INFO log
+    names each)."""
     found = re.findall(r"Reported that the loaded instance StateStoreProviderId\[ storeId=StateStoreId\[ "
-                       r"operatorId=0, partitionId=(\d+)", log)  # fmt: skip
+                       r"operatorId=0, partitionId=(\d+), storeName=default \], queryRunId=" + re.escape(run_id),
+                       log)  # fmt: skip
     return {int(p) for p in found}
 
 
@@ -87,47 +90,91 @@ def _wait(condition: Any, what: str, timeout: float = PROGRESS_TIMEOUT) -> None:
         time.sleep(0.2)
 
 
-def test_a_killed_executors_partitions_load_from_the_copies_it_kept_on_the_host(spark: Any, tmp_path: Path) -> None:
+def _aggregation(events: Any) -> Any:
     from pyspark.sql import functions as F
 
+    return events.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
+
+
+def _running_totals(events: Any) -> Any:
+    # Defined here, not at module level, so that it is pickled by value: the executors' Python cannot import a
+    # test module.
+    class RunningTotals(StatefulProcessor):
+        """Per key, the count and sum of `v` so far in a value state, emitted for each key of a batch."""
+
+        def init(self, handle: StatefulProcessorHandle) -> None:
+            self.totals = handle.getValueState("totals", "n LONG, s LONG")
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Any]:
+            import pandas as pd
+
+            n, s = self.totals.get() if self.totals.exists() else (0, 0)
+            for frame in rows:
+                n, s = n + len(frame), s + int(frame["v"].sum())
+            self.totals.update((n, s))
+            yield pd.DataFrame({"k": [int(key[0])], "n": [n], "s": [s]})
+
+        def close(self) -> None:
+            pass
+
+    return events.groupBy("k").transformWithStateInPandas(
+        statefulProcessor=RunningTotals(), outputStructType="k INT, n LONG, s LONG", outputMode="Update",
+        timeMode="None",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "stateful", "mode"),
+    [("aggregation", _aggregation, "complete"), ("transform_with_state_in_pandas", _running_totals, "update")],
+)
+def test_a_killed_executors_partitions_load_from_the_copies_it_kept_on_the_host(
+    spark: Any, tmp_path: Path, name: str, stateful: Any, mode: str
+) -> None:
+    """Four batches; the executor holding the most partitions' state is killed with SIGKILL and every state file
+    of the checkpoint junked; two more batches. Each batch's output equals an exact recomputation (the aggregation's
+    whole result, or each batch's keys with their running totals), and every partition the dead executor held
+    reloaded elsewhere from its local copies, none from the checkpoint location."""
     source, checkpoint = tmp_path / "in", tmp_path / "ck"
     source.mkdir()
-    rows: list[tuple[int, int]] = []
+    batches: list[list[tuple[int, int]]] = []
+    outputs: dict[int, list[tuple[int, int, int]]] = {}
 
     def feed(batch: int) -> None:
         lines = [f"{(batch * 31 + i) % 60},{i}" for i in range(600)]
-        rows.extend((int(k), int(v)) for k, v in (line.split(",") for line in lines))
+        batches.append([(int(k), int(v)) for k, v in (line.split(",") for line in lines)])
         (source / f"{batch:03d}.csv").write_text("\n".join(lines) + "\n")
 
+    def record(frame: Any, batch_id: int) -> None:
+        outputs[batch_id] = sorted((r["k"], r["n"], r["s"]) for r in frame.collect())
+
     events = spark.readStream.schema("k INT, v INT").option("maxFilesPerTrigger", 1).csv(str(source))
-    counts = events.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
     query = (
-        counts.writeStream.outputMode("complete").format("memory").queryName("replica_fs_cluster")
+        stateful(events).writeStream.outputMode(mode).foreachBatch(record).queryName(name)
         .option("checkpointLocation", str(checkpoint)).trigger(processingTime="200 milliseconds").start()
     )  # fmt: skip
 
-    def processed(batches: int) -> bool:
+    def processed(count: int) -> bool:
         if query.exception() is not None:
             raise AssertionError(f"the query failed: {query.exception()}")
-        progress = query.lastProgress
-        return progress is not None and progress["batchId"] >= batches - 1 and progress["numInputRows"] > 0
+        return count - 1 in outputs
 
-    def exact() -> None:
-        expected: dict[int, list[int]] = {}
-        for k, v in rows:
-            n, s = expected.get(k, [0, 0])
-            expected[k] = [n + 1, s + v]
-        got = {r["k"]: [r["n"], r["s"]] for r in spark.sql("select * from replica_fs_cluster").collect()}
-        assert got == expected
+    def exact(batch: int) -> None:
+        totals: dict[int, tuple[int, int]] = {}
+        for rows in batches[: batch + 1]:
+            for k, v in rows:
+                n, s = totals.get(k, (0, 0))
+                totals[k] = (n + 1, s + v)
+        shown = totals if mode == "complete" else {k: totals[k] for k, _ in batches[batch]}
+        assert outputs[batch] == sorted((k, n, s) for k, (n, s) in shown.items()), f"batch {batch}"
 
     try:
         for batch in range(4):
             feed(batch)
             _wait(lambda b=batch: processed(b + 1), f"batch {batch}")
-            exact()
+            exact(batch)
         before = _executor_logs(spark)
         # The executor holding the most partitions' state dies.
-        held = {e: _loaded_partitions(log) for e, log in before.items()}
+        held = {e: _loaded_partitions(log, str(query.runId)) for e, log in before.items()}
         victim = max(sorted(executor_pids()), key=lambda e: (len(held.get(e, ())), e))
         lost = held.get(victim, set())
         assert lost, f"executor {victim} held no partition's state: {held}"
@@ -136,7 +183,7 @@ def test_a_killed_executors_partitions_load_from_the_copies_it_kept_on_the_host(
         for batch in range(4, 6):
             feed(batch)
             _wait(lambda b=batch: processed(b + 1), f"batch {batch} after executor {victim} was killed")
-            exact()
+            exact(batch)
     finally:
         query.stop()
 
