@@ -47,19 +47,23 @@ def test_state_files_are_recognised_by_path(tmp_path_factory: pytest.TempPathFac
     ]
 
 
-def _session(jar: str, copies: Path) -> Any:
-    """Spark's RocksDB provider with changelog checkpointing, its checkpoint files through our wrappers."""
+def _session(jar: str, copies: Path, layer: bool = True) -> Any:
+    """Spark's RocksDB provider with changelog checkpointing, its checkpoint files through our wrappers (when
+    `layer`)."""
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder.master("local[2]")
+    if layer:
+        builder = (
+            builder.config("spark.driver.extraClassPath", jar)
+            .config("spark.executor.extraClassPath", jar)
+            .config("spark.hadoop.fs.file.impl", "io.statestore.spark.ReplicaFileSystem")
+            .config("spark.hadoop.fs.AbstractFileSystem.file.impl", "io.statestore.spark.ReplicaFs")
+        )
     return (
-        SparkSession.builder.master("local[2]")
-        .appName("statestore-replica-fs")
+        builder.appName("statestore-replica-fs")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
-        .config("spark.driver.extraClassPath", jar)
-        .config("spark.executor.extraClassPath", jar)
-        .config("spark.hadoop.fs.file.impl", "io.statestore.spark.ReplicaFileSystem")
-        .config("spark.hadoop.fs.AbstractFileSystem.file.impl", "io.statestore.spark.ReplicaFs")
         .config("spark.sql.streaming.stateStore.providerClass", SPARK_ROCKSDB)
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
@@ -84,54 +88,74 @@ def _overwrite_state_files_with_junk(checkpoint: Path) -> int:
     return len(doomed)
 
 
-def _scenario(root: Path, jar: str, junk: bool) -> dict[str, Any]:
-    """Four runs of an aggregation, then a fifth from the same checkpoint (a new query run: its providers load
-    every partition through the file system), with every state file of the checkpoint overwritten by junk first when
-    `junk`; what the last run saw and the reads counted before and after it."""
-    from pyspark.sql import functions as F
+class _Aggregation:
+    """A streaming aggregation over CSV files, one file per batch, run to the end of its input each time (a new
+    query run from the same checkpoint)."""
 
-    spark = _session(jar, root / "copies")
-    reads = spark.sparkContext._jvm.io.statestore.spark.ReplicaFileSystem
-    source, checkpoint = root / "in", root / "ck"
-    source.mkdir()
-    rows = []
+    KINDS = ("changelog", "snapshot", "sst")
 
-    def feed(batch: int) -> None:
+    def __init__(self, spark: Any, root: Path) -> None:
+        self.spark = spark
+        self.source, self.checkpoint = root / "in", root / "ck"
+        self.source.mkdir(exist_ok=True)
+        self.rows: list[list[int]] = []
+
+    def feed(self, batch: int) -> None:
+        """Batch `batch`'s file (kept if an earlier process wrote it) and its rows."""
         lines = [f"{(batch * 37 + i) % 50},{i}" for i in range(400)]
-        rows.extend([int(x) for x in line.split(",")] for line in lines)
-        (source / f"{batch:03d}.csv").write_text("\n".join(lines) + "\n")
+        self.rows.extend([int(x) for x in line.split(",")] for line in lines)
+        target = self.source / f"{batch:03d}.csv"
+        if not target.exists():
+            target.write_text("\n".join(lines) + "\n")
 
-    def run() -> None:
-        events = spark.readStream.schema("k INT, v INT").csv(str(source))
+    def run(self) -> None:
+        from pyspark.sql import functions as F
+
+        events = self.spark.readStream.schema("k INT, v INT").csv(str(self.source))
         counts = events.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
         query = (
             counts.writeStream.outputMode("complete").format("memory").queryName("replica_fs_counts")
-            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+            .option("checkpointLocation", str(self.checkpoint)).trigger(availableNow=True).start()
         )  # fmt: skip
         query.awaitTermination()
         assert query.exception() is None
 
-    for batch in range(4):
-        feed(batch)
-        run()
-    # The stopped run's providers stay loaded until maintenance unloads them, and until then may upload a snapshot
-    # and delete old versions while the next run loads (with two versions retained, under its feet: Spark's own
-    # race, whatever the file system). A restart on a new driver has none: close them, as it would.
-    spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
-    kinds = ("changelog", "snapshot", "sst")
-
-    def counters() -> dict[str, int]:
+    def counters(self) -> dict[str, int]:
+        """Bytes of state files this JVM read, per kind, from the checkpoint location and from copies."""
+        reads = self.spark.sparkContext._jvm.io.statestore.spark.ReplicaFileSystem
         return {
-            **{kind: int(reads.checkpointBytesRead(kind)) for kind in kinds},
-            **{f"copy_{kind}": int(reads.copyBytesRead(kind)) for kind in kinds},
+            **{kind: int(reads.checkpointBytesRead(kind)) for kind in self.KINDS},
+            **{f"copy_{kind}": int(reads.copyBytesRead(kind)) for kind in self.KINDS},
         }
 
+    def got(self) -> dict[str, list[int]]:
+        return {str(r["k"]): [r["n"], r["s"]] for r in self.spark.sql("select * from replica_fs_counts").collect()}
+
+    def close_stopped_runs(self) -> None:
+        """The stopped run's providers stay loaded until maintenance unloads them, and until then may upload a
+        snapshot and delete old versions while the next run loads (with two versions retained, under its feet:
+        Spark's own race, whatever the file system). A restart on a new driver has none: close them, as it would."""
+        self.spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+
+
+def _scenario(root: Path, jar: str, junk: bool) -> dict[str, Any]:
+    """Four runs of an aggregation, then a fifth from the same checkpoint (a new query run: its providers load
+    every partition through the file system), with every state file of the checkpoint overwritten by junk first when
+    `junk`; what the last run saw and the reads counted before and after it."""
+    spark = _session(jar, root / "copies")
+    job = _Aggregation(spark, root)
+    checkpoint = job.checkpoint
+    for batch in range(4):
+        job.feed(batch)
+        job.run()
+    job.close_stopped_runs()
+    counters = job.counters
     junked = _overwrite_state_files_with_junk(checkpoint) if junk else 0
     before = counters()
-    feed(4)
-    run()
+    job.feed(4)
+    job.run()
     after = counters()
-    got = {r["k"]: [r["n"], r["s"]] for r in spark.sql("select * from replica_fs_counts").collect()}
+    got = job.got()
     # Deletes through both layers, as Spark's retention makes them: the files' copies must go too.
     jvm = spark.sparkContext._jvm
     conf = spark._jsparkSession.sessionState().newHadoopConf()
@@ -155,8 +179,8 @@ def _scenario(root: Path, jar: str, junk: bool) -> dict[str, Any]:
     ]
     indexed = sorted(f.name.removesuffix(".index") for f in (root / "copies").rglob("*.index"))
     return {
-        "rows": rows,
-        "got": {str(k): v for k, v in got.items()},
+        "rows": job.rows,
+        "got": got,
         "before": before,
         "after": after,
         "junked": junked,
@@ -167,11 +191,43 @@ def _scenario(root: Path, jar: str, junk: bool) -> dict[str, Any]:
     }
 
 
-def _run_scenario(tmp_path: Path, junk: bool) -> dict[str, Any]:
+def _scenario_before_the_layer(root: Path) -> dict[str, Any]:
+    """Four runs of the aggregation on Spark's provider without the layer (a query that ran before it was on)."""
+    spark = _session("", root / "copies", layer=False)
+    job = _Aggregation(spark, root)
+    for batch in range(4):
+        job.feed(batch)
+        job.run()
+    spark.stop()
+    return {"rows": job.rows}
+
+
+def _scenario_read_through(root: Path, jar: str) -> dict[str, Any]:
+    """The query of `_scenario_before_the_layer` restarted with the layer on: its first run loads state files no
+    copy exists of, from the checkpoint location, keeping copies as it reads them; then, with every state file in
+    the checkpoint junked, one more run."""
+    spark = _session(jar, root / "copies")
+    job = _Aggregation(spark, root)
+    for batch in range(4):
+        job.feed(batch)
+    start = job.counters()
+    job.feed(4)
+    job.run()
+    first = job.counters()
+    job.close_stopped_runs()
+    junked = _overwrite_state_files_with_junk(job.checkpoint)
+    job.feed(5)
+    job.run()
+    return {"rows": job.rows, "got": job.got(), "start": start, "first": first, "after": job.counters(),
+            "junked": junked}  # fmt: skip
+
+
+def _run_scenario(tmp_path: Path, junk: bool | str) -> dict[str, Any]:
     # A JVM of its own: the wrappers must be on the driver's class path from its start, and Hadoop caches file
     # systems per JVM (the suite's other modules share one).
     done = subprocess.run(
-        [sys.executable, __file__, str(tmp_path), str(provider_jar()), "junk" if junk else "clean"],
+        [sys.executable, __file__, str(tmp_path), str(provider_jar()),
+         junk if isinstance(junk, str) else "junk" if junk else "clean"],
         capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
     )  # fmt: skip
     (tmp_path / "scenario.stderr").write_text(done.stderr)
@@ -209,5 +265,29 @@ def test_a_reload_reads_the_local_copies_when_the_checkpoints_state_files_are_ju
     assert seen["indexed"] == seen["copy_names"], (seen["indexed"], seen["copy_names"])
 
 
+def test_a_query_that_ran_before_the_layer_gets_copies_as_its_first_load_reads_the_checkpoint(tmp_path: Path) -> None:
+    """A query already running on Spark's provider (its files written without the layer) is restarted with the
+    layer on: its first load reads those files from the checkpoint location and keeps copies of them as it reads;
+    with every state file then junked, the next run loads from the copies alone, exactly."""
+    done = subprocess.run(
+        [sys.executable, __file__, str(tmp_path), "", "before"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = _run_scenario(tmp_path, "read-through")
+    start, first, after = seen["start"], seen["first"], seen["after"]
+    assert sum(first[k] - start[k] for k in ("changelog", "snapshot")) > 0, (start, first)
+    assert seen["junked"] > 0
+    assert all(after[k] == first[k] for k in ("changelog", "snapshot", "sst")), (first, after)
+    assert sum(after[f"copy_{k}"] - first[f"copy_{k}"] for k in ("changelog", "snapshot", "sst")) > 0, (first, after)
+
+
 if __name__ == "__main__":
-    print(json.dumps(_scenario(Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "junk")))
+    mode = sys.argv[3]
+    if mode == "before":
+        result = _scenario_before_the_layer(Path(sys.argv[1]))
+    elif mode == "read-through":
+        result = _scenario_read_through(Path(sys.argv[1]), sys.argv[2])
+    else:
+        result = _scenario(Path(sys.argv[1]), sys.argv[2], mode == "junk")
+    print(json.dumps(result))

@@ -17,6 +17,7 @@ import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FSInputStream;
 import org.apache.hadoop.fs.Path;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -41,6 +42,9 @@ final class ReplicaFiles {
 
   /** This JVM's view of the index: entries it wrote or found on disk and verified. */
   private static final Map<String, Copy> COPIES = new ConcurrentHashMap<>();
+  /** How many times this JVM began writing each path: a copy made while a load read the path is kept only if no
+   * write began meanwhile. */
+  private static final Map<String, Long> WRITES = new ConcurrentHashMap<>();
   private static volatile File dir;
 
   private ReplicaFiles() {}
@@ -109,20 +113,35 @@ final class ReplicaFiles {
     private final File staging;
     private final File copy;
     private final CRC32 crc = new CRC32();
+    /** For a copy made as a load reads the file: the path's write generation when the read began. */
+    private final long readAt;
 
-    private Staged(Path path, StateFilePath file, File dir) {
+    /** A copy of a write of {@code path} ({@code written}) or of a read of it. */
+    private Staged(Path path, StateFilePath file, File dir, boolean written) {
       this.key = key(path);
       this.file = file;
       this.copy = copyFile(dir, key, file);
       // Two writers of one name (a re-run batch, a stopped run's late upload) each stage apart.
       this.staging = new File(dir, "." + copy.getName() + "." + UUID.randomUUID() + ".tmp");
-      // The file is being rewritten: an older copy of it is no longer served (an open reader keeps its bytes).
-      COPIES.remove(key);
-      deleteCopy(copy);
+      if (written) {
+        // The file is being rewritten: an older copy of it is no longer served (an open reader keeps its bytes).
+        WRITES.merge(key, 1L, Long::sum);
+        COPIES.remove(key);
+        deleteCopy(copy);
+        readAt = -1;
+      } else {
+        readAt = WRITES.getOrDefault(key, 0L);
+      }
     }
 
-    /** Makes the staged copy the one served for its path. */
+    /** Makes the staged copy the one served for its path. A copy made by a read is dropped instead if the path
+     * was written since the read began, or has a copy already (this JVM's or another's). */
     void publish() {
+      if (readAt >= 0
+          && (WRITES.getOrDefault(key, 0L) != readAt || COPIES.containsKey(key) || indexFile(copy).exists())) {
+        discard();
+        return;
+      }
       try {
         Files.move(staging.toPath(), copy.toPath(), StandardCopyOption.REPLACE_EXISTING,
             StandardCopyOption.ATOMIC_MOVE);
@@ -152,7 +171,7 @@ final class ReplicaFiles {
     if (file == null) return null;
     Staged staged;
     try {
-      staged = new Staged(path, file, dir(conf));
+      staged = new Staged(path, file, dir(conf), true);
     } catch (IOException | RuntimeException e) {
       LOG.warn("statestore-fs: no local copy of {} {} ({})", file.storeId(), file.name(), e.toString());
       return null;
@@ -174,7 +193,7 @@ final class ReplicaFiles {
     Staged staged;
     OutputStream copy;
     try {
-      staged = new Staged(path, file, dir(conf));
+      staged = new Staged(path, file, dir(conf), true);
       copy = new CheckedOutputStream(new BufferedOutputStream(Files.newOutputStream(staged.staging.toPath())),
           staged.crc);
     } catch (IOException | RuntimeException e) {
@@ -335,12 +354,146 @@ final class ReplicaFiles {
   }
 
   /** Opens state file {@code path} (null when it is none) from its trusted copy if there is one, through
-   * {@code opener}, else from the checkpoint location; either way the read is counted. */
+   * {@code opener}, else from the checkpoint location, keeping a copy of what the load reads there when it reads
+   * the whole file in order (a file written before the layer was on, or by another host); either way the read is
+   * counted. */
   static FSDataInputStream open(Path path, StateFilePath file, SizeOf sizeOf, Opener opener, Configuration conf)
       throws IOException {
-    File copy = file == null ? null : trusted(path, file, sizeOf.size(path), conf);
+    if (file == null) return opener.open(path, false);
+    long size = sizeOf.size(path);
+    File copy = trusted(path, file, size, conf);
     if (copy != null) return CheckpointReads.counted(opener.open(new Path(copy.toURI()), true), file, true);
-    return CheckpointReads.counted(opener.open(path, false), file);
+    FSDataInputStream in = opener.open(path, false);
+    try {
+      Staged staged = new Staged(path, file, dir(conf), false);
+      OutputStream out = new CheckedOutputStream(
+          new BufferedOutputStream(Files.newOutputStream(staged.staging.toPath())), staged.crc);
+      in = new FSDataInputStream(new ReadThrough(in, out, staged, size));
+    } catch (IOException | RuntimeException e) {
+      LOG.debug("statestore-fs: no copy of {} {} as it is read ({})", file.storeId(), file.name(), e.toString());
+    }
+    return CheckpointReads.counted(in, file);
+  }
+
+  /** A read of a state file from the checkpoint location that also writes what it reads to a staged copy; at
+   * close the copy reads what the reader left, and is published if it then holds exactly the file's length, read
+   * in order. A seek or a skip drops the copy (the file is served from the checkpoint location as before). */
+  private static final class ReadThrough extends FSInputStream {
+    private final FSDataInputStream in;
+    private final Staged staged;
+    private final long size;
+    private OutputStream copy;
+    private long pos;
+    private boolean closed;
+
+    ReadThrough(FSDataInputStream in, OutputStream copy, Staged staged, long size) {
+      this.in = in;
+      this.copy = copy;
+      this.staged = staged;
+      this.size = size;
+    }
+
+    @Override
+    public int read() throws IOException {
+      int b = in.read();
+      if (b >= 0) {
+        pos++;
+        if (copy != null) {
+          try {
+            copy.write(b);
+          } catch (IOException e) {
+            drop();
+          }
+        }
+      }
+      return b;
+    }
+
+    @Override
+    public int read(byte[] bytes, int offset, int length) throws IOException {
+      int n = in.read(bytes, offset, length);
+      if (n > 0) {
+        pos += n;
+        if (copy != null) {
+          try {
+            copy.write(bytes, offset, n);
+          } catch (IOException e) {
+            drop();
+          }
+        }
+      }
+      return n;
+    }
+
+    @Override
+    public void seek(long target) throws IOException {
+      if (target != pos) drop();
+      in.seek(target);
+      pos = target;
+    }
+
+    @Override
+    public long skip(long n) throws IOException {
+      long skipped = in.skip(n);
+      if (skipped > 0) drop();
+      pos += skipped;
+      return skipped;
+    }
+
+    @Override
+    public long getPos() {
+      return pos;
+    }
+
+    @Override
+    public boolean seekToNewSource(long target) {
+      return false;
+    }
+
+    @Override
+    public int available() throws IOException {
+      return in.available();
+    }
+
+    @Override
+    public void close() throws IOException {
+      if (closed) return;
+      closed = true;
+      if (copy != null && pos < size) {
+        // The reader stopped before the end (a changelog's reader stops at its end marker, or after its header):
+        // the copy reads the rest, so that what it keeps is the whole file.
+        try {
+          pos += in.transferTo(copy);
+        } catch (IOException e) {
+          drop();
+        }
+      }
+      in.close();
+      if (copy == null) return;
+      OutputStream kept = copy;
+      copy = null;
+      try {
+        kept.close();
+        if (pos == size) {
+          staged.publish();
+        } else {
+          staged.discard();
+        }
+      } catch (IOException e) {
+        staged.discard();
+      }
+    }
+
+    private void drop() {
+      if (copy == null) return;
+      try {
+        copy.close();
+      } catch (IOException ignored) {
+        // the copy is dropped anyway
+      }
+      copy = null;
+      staged.discard();
+    }
   }
 
   /** A file system's own open, of a checkpoint path or (when {@code copy}) of a copy's local path. */
