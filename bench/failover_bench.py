@@ -108,6 +108,7 @@ class Kill:
     restore_detail: dict[str, Any] = field(default_factory=dict)
     max_versions_applied: int = 0  # ours: the most increments a lost partition's load applied on its replica
     from_replica: int = 0  # ours: lost partitions whose state came from a replica
+    killed_at: str = ""  # when the kill was sent (the executors' log time format)
     post_kill_durations: dict[str, int] = field(default_factory=dict)
     after_ms: list[int] = field(default_factory=list)
 
@@ -199,6 +200,11 @@ def start_spark(provider: str, root: Path) -> Any:
         builder = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", events)
     if provider == "ours":
         builder = spark_provider.enable(builder, replication_factor=1, local_dir=str(root / "local"))
+    elif provider == "spark-files":  # Spark's provider with our checkpoint file layer (bench/own_provider_bench.py)
+        builder = spark_provider.enable(
+            builder.config("spark.jars", str(spark_provider.provider_jar())),
+            spark_rocksdb=True, replica_files_dir=str(root / "copies"),
+        ).config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
     else:
         builder = (
             builder.config("spark.jars", str(spark_provider.provider_jar()))  # the coordinator helper
@@ -244,6 +250,45 @@ def spark_load_times(spark: Any, since: datetime.datetime, partitions: list[int]
                 starts[(p, match["v"])] = at
             elif (p, match["v"]) in starts:
                 found[p] = round((at - starts[(p, match["v"])]).total_seconds() * 1000)
+    return found
+
+
+_FS_READ = re.compile(
+    r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) INFO CheckpointReads: statestore-fs: 0/(?P<p>\d+)/\S+ read "
+    r"(?P<n>\d+) bytes of (?P<kind>\S+) \S+ from (?P<where>its local copy|the checkpoint location)"
+)
+_COMMIT_STATS = re.compile(
+    r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) INFO RocksDB StateStoreProviderId\[ storeId=StateStoreId\["
+    r" operatorId=0, partitionId=(?P<p>\d+), .*?\]: Committed \d+, stats = (?P<stats>\{.*\})$"
+)
+
+
+def state_file_reads(spark: Any, since: datetime.datetime, partitions: list[int]) -> dict[str, int]:
+    """What the loads after `since` read, from the executors' logs: with our checkpoint file layer, bytes of the
+    lost partitions' state files from local copies and from the checkpoint location (and of those, SSTs); and,
+    with or without it, the SST bytes Spark's RocksDB store reports copying in for each lost partition's load
+    (`bytesCopied` in the stats of its first commit after `since`; a copy served by the layer counts there too)."""
+    import pyspark
+
+    work = Path(pyspark.__file__).resolve().parent / "work" / spark.sparkContext.applicationId
+    found = {"copy_bytes": 0, "checkpoint_bytes": 0, "checkpoint_sst_bytes": 0, "spark_sst_copied_bytes": 0}
+    committed: set[int] = set()
+    for stderr in sorted(work.glob("*/stderr")):
+        for line in stderr.read_text(errors="replace").splitlines():
+            read = _FS_READ.match(line)
+            if read and datetime.datetime.strptime(read["ts"], "%Y-%m-%d %H:%M:%S.%f") >= since:
+                if int(read["p"]) in partitions:
+                    where = "copy_bytes" if read["where"] == "its local copy" else "checkpoint_bytes"
+                    found[where] += int(read["n"])
+                    if where == "checkpoint_bytes" and read["kind"] == "sst":
+                        found["checkpoint_sst_bytes"] += int(read["n"])
+                continue
+            commit = _COMMIT_STATS.match(line)
+            if commit and datetime.datetime.strptime(commit["ts"], "%Y-%m-%d %H:%M:%S.%f") >= since:
+                p = int(commit["p"])
+                if p in partitions and p not in committed:
+                    committed.add(p)
+                    found["spark_sst_copied_bytes"] += int(json.loads(commit["stats"]).get("bytesCopied", 0))
     return found
 
 
@@ -301,6 +346,7 @@ def kill_once(
     if victim not in executor_pids():
         raise RuntimeError(f"executor {victim} is not a JVM on this machine")
     killed_at = datetime.datetime.now()
+    record.killed_at = killed_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     kill_executor(victim)
     log(f"{provider} {size}: kill {kill + 1}: executor {victim}, partitions {record.lost_partitions}")
     if settle:
@@ -327,8 +373,10 @@ def kill_once(
     else:
         times = spark_load_times(spark, killed_at, record.lost_partitions)
         record.restore_ms = statistics.mean(times.values()) if times else float("nan")
-        record.source = "checkpoint"
-        record.restore_detail = {str(p): {"source": "checkpoint", "millis": ms} for p, ms in times.items()}
+        reads = state_file_reads(spark, killed_at, record.lost_partitions)
+        record.source = "local copies" if reads["copy_bytes"] and not reads["checkpoint_bytes"] else "checkpoint"
+        record.restore_detail = {str(p): {"source": record.source, "millis": ms} for p, ms in times.items()}
+        record.restore_detail["reads"] = reads
     log(f"{provider} {size}: kill {kill + 1}: post-kill batch {record.post_kill_ms} ms (steady median "
         f"{steady:.0f} ms), restore per lost partition {record.restore_ms:.0f} ms from {record.source}")
     # 6. a few more batches
@@ -376,7 +424,7 @@ def run_one(
             progress = update_batch()
             run.steady_ms.append(progress["durationMs"]["triggerExecution"])
             log(f"{provider} {size_bytes / GB:.2f} GB: steady batch {i + 1}/{STEADY_BATCHES}: {run.steady_ms[-1]} ms")
-        run.sst_bytes = metric(progress, "rocksdbSstFileSize" if provider == "spark" else "statestoreSstBytes")
+        run.sst_bytes = metric(progress, "statestoreSstBytes" if provider == "ours" else "rocksdbSstFileSize")
         run.steady_durations = progress["durationMs"]
         for kill in range(kills):
             if kill:  # the cluster whole again: three executors, and for ours every replica caught up

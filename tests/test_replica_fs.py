@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -167,16 +168,27 @@ def _scenario(root: Path, jar: str, junk: bool) -> dict[str, Any]:
         file_system = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"), conf)
         assert file_system.delete(jvm.org.apache.hadoop.fs.Path(f"file:{ssts[0]}"), False)
     spark.stop()
-    state_files = [
-        str(f.relative_to(checkpoint / "state")).split("/", 2)[-1].replace("/", "_")
-        for f in (checkpoint / "state").rglob("*")
-        if f.is_file() and f.suffix in (".sst", ".zip", ".changelog") and not f.name.startswith(".")
-    ]
-    copies = [
-        f.name.split("-", 1)[1]
-        for f in (root / "copies").rglob("*")
-        if f.is_file() and "-" in f.name and not f.name.startswith(".") and f.suffix != ".index"
-    ]
+
+    def listed() -> tuple[list[str], list[str]]:
+        state_files = [
+            str(f.relative_to(checkpoint / "state")).split("/", 2)[-1].replace("/", "_")
+            for f in (checkpoint / "state").rglob("*")
+            if f.is_file() and f.suffix in (".sst", ".zip", ".changelog") and not f.name.startswith(".")
+        ]
+        copies = [
+            f.name.split("-", 1)[1]
+            for f in (root / "copies").rglob("*")
+            if f.is_file() and "-" in f.name and not f.name.startswith(".") and f.suffix != ".index"
+        ]
+        return state_files, copies
+
+    # The maintenance thread may still upload a snapshot as the context stops: its copy is published just after
+    # its rename, so the two listings agree once nothing is in flight.
+    deadline = time.monotonic() + 20
+    state_files, copies = listed()
+    while Counter(state_files) != Counter(copies) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        state_files, copies = listed()
     indexed = sorted(f.name.removesuffix(".index") for f in (root / "copies").rglob("*.index"))
     return {
         "rows": job.rows,

@@ -25,13 +25,19 @@ PROGRESS_TIMEOUT = 180.0
 
 
 @pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def host_copies(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The host directory the executors keep copies in (`replica_files_dir`)."""
+    return tmp_path_factory.mktemp("host-copies")
+
+
+@pytest.fixture(scope="module")
+def spark(host_copies: Path) -> Iterator[Any]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     import spark_provider
 
-    copies = tmp_path_factory.mktemp("host-copies")
+    copies = host_copies
     builder = (
         SparkSession.builder.master("local-cluster[2,1,1024]")
         .appName("replica-fs-cluster")
@@ -123,17 +129,13 @@ def _running_totals(events: Any) -> Any:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("name", "stateful", "mode"),
-    [("aggregation", _aggregation, "complete"), ("transform_with_state_in_pandas", _running_totals, "update")],
-)
-def test_a_killed_executors_partitions_load_from_the_copies_it_kept_on_the_host(
-    spark: Any, tmp_path: Path, name: str, stateful: Any, mode: str
-) -> None:
-    """Four batches; the executor holding the most partitions' state is killed with SIGKILL and every state file
-    of the checkpoint junked; two more batches. Each batch's output equals an exact recomputation (the aggregation's
-    whole result, or each batch's keys with their running totals), and every partition the dead executor held
-    reloaded elsewhere from its local copies, none from the checkpoint location."""
+def _kill_and_reload(
+    spark: Any, tmp_path: Path, name: str, stateful: Any, mode: str, damage: Any
+) -> tuple[set[int], list[tuple[str, str]]]:
+    """Four batches; the executor holding the most partitions' state is killed with SIGKILL and `damage(checkpoint,
+    lost partitions)` done; two more batches. Each batch's output must equal an exact recomputation (the
+    aggregation's whole result, or each batch's keys with their running totals). Returns the partitions the dead
+    executor held and the state file reads (store id, where from) the other executors logged after the kill."""
     source, checkpoint = tmp_path / "in", tmp_path / "ck"
     source.mkdir()
     batches: list[list[tuple[int, int]]] = []
@@ -179,7 +181,7 @@ def test_a_killed_executors_partitions_load_from_the_copies_it_kept_on_the_host(
         lost = held.get(victim, set())
         assert lost, f"executor {victim} held no partition's state: {held}"
         kill_executor(victim)
-        assert _junk_state_files(checkpoint) > 0
+        damage(checkpoint, lost)
         for batch in range(4, 6):
             feed(batch)
             _wait(lambda b=batch: processed(b + 1), f"batch {batch} after executor {victim} was killed")
@@ -194,7 +196,48 @@ def test_a_killed_executors_partitions_load_from_the_copies_it_kept_on_the_host(
         if executor != victim
         for read in _state_reads(log[len(before.get(executor, "")):])
     ]
+    return lost, reads
+
+
+@pytest.mark.parametrize(
+    ("name", "stateful", "mode"),
+    [("aggregation", _aggregation, "complete"), ("transform_with_state_in_pandas", _running_totals, "update")],
+)
+def test_a_killed_executors_partitions_load_from_the_copies_it_kept_on_the_host(
+    spark: Any, tmp_path: Path, name: str, stateful: Any, mode: str
+) -> None:
+    """With every state file of the checkpoint junked after the kill, every partition the dead executor held
+    reloads elsewhere from its local copies, none from the checkpoint location, and every batch is exact."""
+
+    def junk(checkpoint: Path, lost: set[int]) -> None:
+        assert _junk_state_files(checkpoint) > 0
+
+    lost, reads = _kill_and_reload(spark, tmp_path, name, stateful, mode, junk)
     assert not [r for r in reads if r[1] == "the checkpoint location"], reads
-    # Every partition the dead executor held was reloaded elsewhere, from copies.
     reloaded = {f"0/{p}/default" for p in lost}
     assert reloaded <= {store for store, where in reads if where == "its local copy"}, (lost, reads)
+
+
+def test_a_corrupt_copy_fails_the_load_and_its_retry_reads_the_checkpoint(
+    spark: Any, tmp_path: Path, host_copies: Path
+) -> None:
+    """Every local copy of the lost partitions' state files overwritten by junk of the same length after the kill:
+    the copies are still served (their sizes match), their checksums fail as the load reads them, the copies are
+    removed and the load fails; Spark's retry of the task reads the checkpoint location, and every batch is
+    exact."""
+    damaged: list[str] = []
+
+    def corrupt_copies(checkpoint: Path, lost: set[int]) -> None:
+        for index in host_copies.rglob("*.index"):
+            of = index.read_text().splitlines()[0]
+            if of.startswith(f"{checkpoint}/state/") and any(f"/state/0/{p}/" in of for p in lost):
+                copy = index.with_suffix("")
+                copy.write_bytes(b"\xa5" * copy.stat().st_size)
+                damaged.append(of)
+        assert damaged, "no copy of the lost partitions' state files to corrupt"
+
+    lost, reads = _kill_and_reload(spark, tmp_path, "corrupt_copies", _aggregation, "complete", corrupt_copies)
+    reloaded = {f"0/{p}/default" for p in lost}
+    assert reloaded <= {store for store, where in reads if where == "the checkpoint location"}, (lost, reads)
+    corrupt = [line for log in _executor_logs(spark).values() for line in log.splitlines() if "is corrupt (" in line]
+    assert corrupt, "no executor reported a corrupt copy"

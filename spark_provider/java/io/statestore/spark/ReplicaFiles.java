@@ -17,7 +17,6 @@ import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
-import org.apache.hadoop.fs.FSInputStream;
 import org.apache.hadoop.fs.Path;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -38,7 +37,8 @@ final class ReplicaFiles {
   static final String DIR_KEY = "statestore.replicaFiles.dir";
   private static final String INDEX_SUFFIX = ".index";
 
-  private record Copy(File file, long size, long crc) {}
+  /** A kept copy: its local file, and the checkpoint file's size and CRC32 when it was kept. */
+  record Copy(File file, long size, long crc) {}
 
   /** This JVM's view of the index: entries it wrote or found on disk and verified. */
   private static final Map<String, Copy> COPIES = new ConcurrentHashMap<>();
@@ -314,10 +314,10 @@ final class ReplicaFiles {
     }
   }
 
-  /** The verified local copy of state file {@code path} whose checkpoint file is {@code size} bytes long, or null
-   * when there is none to trust (the reason is logged). A copy another JVM of the host kept is found by its index
-   * entry. */
-  static File trusted(Path path, StateFilePath file, long size, Configuration conf) {
+  /** The local copy of state file {@code path} whose checkpoint file is {@code size} bytes long, or null when there
+   * is none to trust (the reason is logged). A copy another JVM of the host kept is found by its index entry. Its
+   * checksum is verified as it is read ({@link VerifyingStream}). */
+  static Copy trusted(Path path, StateFilePath file, long size, Configuration conf) {
     if (file == null) return null;
     String key = key(path);
     Copy copy = COPIES.get(key);
@@ -332,25 +332,31 @@ final class ReplicaFiles {
     String doubt = null;
     if (copy.size() != size) {
       doubt = "its size " + copy.size() + " differs from the checkpoint's " + size;
-    } else {
-      try {
-        CRC32 crc = new CRC32();
-        try (InputStream in = new CheckedInputStream(Files.newInputStream(copy.file().toPath()), crc)) {
-          in.transferTo(OutputStream.nullOutputStream());
-        }
-        if (crc.getValue() != copy.crc()) doubt = "its bytes changed since it was kept (checksum differs)";
-      } catch (IOException e) {
-        doubt = "it cannot be read: " + e;
-      }
+    } else if (copy.file().length() != size) {
+      doubt = "the copy's file is " + copy.file().length() + " bytes, not " + size;
     }
     if (doubt == null) {
       COPIES.put(key, copy);
-      return copy.file();
+      return copy;
     }
     COPIES.remove(key);
     LOG.info("statestore-fs: the local copy of {} {} is not used, {}; read from the checkpoint location",
         file.storeId(), file.name(), doubt);
     return null;
+  }
+
+  /** A served copy of {@code path} turned out corrupt: the local disk is in doubt, so every copy of that
+   * partition's files is removed, and the load's retry reads them all from the checkpoint location. */
+  static void dropCorrupt(Path path, StateFilePath file, Copy copy, String why) {
+    COPIES.remove(key(path), copy);
+    deleteCopy(copy.file());
+    String whole = key(path);
+    Path partition = new Path(path.toUri().getScheme(), path.toUri().getAuthority(),
+        whole.substring(0, whole.length() - file.name().length() - 1));
+    forget(partition, true, null);
+    LOG.warn("statestore-fs: the local copy of {} {} is corrupt ({}); every copy of that partition's files is "
+        + "removed and the load fails, so that its retry reads the checkpoint location", file.storeId(), file.name(),
+        why);
   }
 
   /** Opens state file {@code path} (null when it is none) from its trusted copy if there is one, through
@@ -361,139 +367,22 @@ final class ReplicaFiles {
       throws IOException {
     if (file == null) return opener.open(path, false);
     long size = sizeOf.size(path);
-    File copy = trusted(path, file, size, conf);
-    if (copy != null) return CheckpointReads.counted(opener.open(new Path(copy.toURI()), true), file, true);
+    Copy copy = trusted(path, file, size, conf);
+    if (copy != null) {
+      FSDataInputStream served = opener.open(new Path(copy.file().toURI()), true);
+      return CheckpointReads.counted(new FSDataInputStream(new VerifyingStream(served, path, file, copy)), file,
+          true);
+    }
     FSDataInputStream in = opener.open(path, false);
     try {
       Staged staged = new Staged(path, file, dir(conf), false);
       OutputStream out = new CheckedOutputStream(
           new BufferedOutputStream(Files.newOutputStream(staged.staging.toPath())), staged.crc);
-      in = new FSDataInputStream(new ReadThrough(in, out, staged, size));
+      in = new FSDataInputStream(new ReadThroughStream(in, out, staged, size));
     } catch (IOException | RuntimeException e) {
       LOG.debug("statestore-fs: no copy of {} {} as it is read ({})", file.storeId(), file.name(), e.toString());
     }
     return CheckpointReads.counted(in, file);
-  }
-
-  /** A read of a state file from the checkpoint location that also writes what it reads to a staged copy; at
-   * close the copy reads what the reader left, and is published if it then holds exactly the file's length, read
-   * in order. A seek or a skip drops the copy (the file is served from the checkpoint location as before). */
-  private static final class ReadThrough extends FSInputStream {
-    private final FSDataInputStream in;
-    private final Staged staged;
-    private final long size;
-    private OutputStream copy;
-    private long pos;
-    private boolean closed;
-
-    ReadThrough(FSDataInputStream in, OutputStream copy, Staged staged, long size) {
-      this.in = in;
-      this.copy = copy;
-      this.staged = staged;
-      this.size = size;
-    }
-
-    @Override
-    public int read() throws IOException {
-      int b = in.read();
-      if (b >= 0) {
-        pos++;
-        if (copy != null) {
-          try {
-            copy.write(b);
-          } catch (IOException e) {
-            drop();
-          }
-        }
-      }
-      return b;
-    }
-
-    @Override
-    public int read(byte[] bytes, int offset, int length) throws IOException {
-      int n = in.read(bytes, offset, length);
-      if (n > 0) {
-        pos += n;
-        if (copy != null) {
-          try {
-            copy.write(bytes, offset, n);
-          } catch (IOException e) {
-            drop();
-          }
-        }
-      }
-      return n;
-    }
-
-    @Override
-    public void seek(long target) throws IOException {
-      if (target != pos) drop();
-      in.seek(target);
-      pos = target;
-    }
-
-    @Override
-    public long skip(long n) throws IOException {
-      long skipped = in.skip(n);
-      if (skipped > 0) drop();
-      pos += skipped;
-      return skipped;
-    }
-
-    @Override
-    public long getPos() {
-      return pos;
-    }
-
-    @Override
-    public boolean seekToNewSource(long target) {
-      return false;
-    }
-
-    @Override
-    public int available() throws IOException {
-      return in.available();
-    }
-
-    @Override
-    public void close() throws IOException {
-      if (closed) return;
-      closed = true;
-      if (copy != null && pos < size) {
-        // The reader stopped before the end (a changelog's reader stops at its end marker, or after its header):
-        // the copy reads the rest, so that what it keeps is the whole file.
-        try {
-          pos += in.transferTo(copy);
-        } catch (IOException e) {
-          drop();
-        }
-      }
-      in.close();
-      if (copy == null) return;
-      OutputStream kept = copy;
-      copy = null;
-      try {
-        kept.close();
-        if (pos == size) {
-          staged.publish();
-        } else {
-          staged.discard();
-        }
-      } catch (IOException e) {
-        staged.discard();
-      }
-    }
-
-    private void drop() {
-      if (copy == null) return;
-      try {
-        copy.close();
-      } catch (IOException ignored) {
-        // the copy is dropped anyway
-      }
-      copy = null;
-      staged.discard();
-    }
   }
 
   /** A file system's own open, of a checkpoint path or (when {@code copy}) of a copy's local path. */
