@@ -37,7 +37,7 @@ public class ReplicaFs extends ChecksumFs {
   @Override
   public FSDataInputStream open(Path path, int bufferSize) throws IOException {
     return ReplicaFiles.open(path, StateFilePath.of(path), p -> getFileStatus(p).getLen(),
-        (p, copy) -> super.open(p, bufferSize), conf);
+        (p, copy) -> copy ? getMyFs().open(p, bufferSize) : super.open(p, bufferSize), conf);
   }
 
   @Override
