@@ -69,6 +69,7 @@ AFTER_BATCHES = 2
 PARTITIONS = 4  # --partitions sets it (Spark's default is 200)
 EXECUTORS = 3
 PROVIDERS = ("ours", "spark")
+EXTRA_CONF: dict[str, str] = {}  # Spark confs a caller adds to every application (own_provider_bench's tuning)
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 TARGETS = {"restore_growth": 1.5, "restore_ratio_quick": 0.2, "restore_ratio_full": 0.05, "stall_ratio": 0.5}
 # Executors log with milliseconds, so that a Spark RocksDB store's "Loading v" / "Loaded v" lines time its load.
@@ -211,6 +212,8 @@ def start_spark(provider: str, root: Path) -> Any:
             .config("spark.sql.streaming.stateStore.providerClass", SPARK_ROCKSDB)
             .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         )
+    for key, value in EXTRA_CONF.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

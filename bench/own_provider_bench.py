@@ -94,7 +94,7 @@ def report(runs: dict[tuple[str, int], fb.Run], sizes: list[int], quick: bool) -
         "value_bytes": fb.VALUE_BYTES, "load_keys_per_batch": fb.LOAD_KEYS_PER_BATCH, "update_rows": fb.UPDATE_ROWS,
         "steady_batches": fb.STEADY_BATCHES, "provider": fb.SPARK_ROCKSDB + " (changelog checkpointing)",
         "with": "enable(spark_rocksdb=True): the checkpoint file layer, copies on each host",
-        "checkpoint": "local disk", "quick": quick,
+        "checkpoint": "local disk", "quick": quick, "spark_conf": fb.EXTRA_CONF,
         "statistic": "median over the kills of each run (restore: mean over a kill's lost partitions)",
     }  # fmt: skip
     return out
@@ -146,8 +146,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes-gb", type=float, nargs="*", help="state sizes to run instead of the defaults")
     parser.add_argument("--kills", type=int, default=None, help="kills per run (default: 1 quick, 3 full)")
     parser.add_argument("--workdir", type=Path, default=None, help="where to put checkpoints (default: a temp dir)")
+    parser.add_argument(
+        "--min-deltas", type=int, default=None,
+        help="Spark's spark.sql.streaming.stateStore.minDeltasForSnapshot for both configurations (default: Spark's, "
+        "10): fewer changelogs to replay on a load, more snapshots to upload",
+    )  # fmt: skip
     parser.add_argument("--one", nargs=3, metavar=("CONFIG", "BYTES", "RESULT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.min_deltas is not None:
+        fb.EXTRA_CONF["spark.sql.streaming.stateStore.minDeltasForSnapshot"] = str(args.min_deltas)
     if args.one:  # one configuration, in a process (and so a driver JVM and Spark builder) of its own
         config, size, result = args.one
         run = fb.run_one(CONFIGS[config], int(size), args.workdir, fb.LOAD_KEYS_PER_BATCH, 0.0, args.kills)
@@ -163,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             result = work / f"{config}-{size}.pickle"
             command = [sys.executable, __file__, "--one", config, str(size), str(result), "--kills", str(kills),
                        "--workdir", str(work), "--out", str(args.out)]  # fmt: skip
+            if args.min_deltas is not None:
+                command += ["--min-deltas", str(args.min_deltas)]
             subprocess.run(command, check=True)
             runs[(config, size)] = pickle.loads(result.read_bytes())
     write_outputs(report(runs, sizes, args.quick), args.out, write_png, print_table)

@@ -48,7 +48,15 @@ def test_state_files_are_recognised_by_path(tmp_path_factory: pytest.TempPathFac
     ]
 
 
-def _session(jar: str, copies: Path, layer: bool = True) -> Any:
+def _file_system_manager() -> str:
+    """Spark's FileSystem-based checkpoint file manager class, whose package moved in Spark 4."""
+    import pyspark
+
+    package = "streaming" if pyspark.__version__.startswith("3.") else "streaming.checkpointing"
+    return f"org.apache.spark.sql.execution.{package}.FileSystemBasedCheckpointFileManager"
+
+
+def _session(jar: str, copies: Path, layer: bool = True, conf: dict[str, str] | None = None) -> Any:
     """Spark's RocksDB provider with changelog checkpointing, its checkpoint files through our wrappers (when
     `layer`)."""
     from pyspark.sql import SparkSession
@@ -61,6 +69,8 @@ def _session(jar: str, copies: Path, layer: bool = True) -> Any:
             .config("spark.hadoop.fs.file.impl", "io.statestore.spark.ReplicaFileSystem")
             .config("spark.hadoop.fs.AbstractFileSystem.file.impl", "io.statestore.spark.ReplicaFs")
         )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     return (
         builder.appName("statestore-replica-fs")
         .config("spark.sql.shuffle.partitions", "2")
@@ -139,11 +149,11 @@ class _Aggregation:
         self.spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
 
 
-def _scenario(root: Path, jar: str, junk: bool) -> dict[str, Any]:
+def _scenario(root: Path, jar: str, junk: bool, conf: dict[str, str] | None = None) -> dict[str, Any]:
     """Four runs of an aggregation, then a fifth from the same checkpoint (a new query run: its providers load
     every partition through the file system), with every state file of the checkpoint overwritten by junk first when
     `junk`; what the last run saw and the reads counted before and after it."""
-    spark = _session(jar, root / "copies")
+    spark = _session(jar, root / "copies", conf=conf)
     job = _Aggregation(spark, root)
     checkpoint = job.checkpoint
     for batch in range(4):
@@ -261,11 +271,15 @@ def test_an_aggregation_restarted_through_the_wrapper_is_exact_and_its_reload_is
     assert sum(read.values()) > 0, f"the restarted run's loads read no state file through the wrappers: {seen}"
 
 
-def test_a_reload_reads_the_local_copies_when_the_checkpoints_state_files_are_junk(tmp_path: Path) -> None:
+@pytest.mark.parametrize("manager", ["file context", "file system"])
+def test_a_reload_reads_the_local_copies_when_the_checkpoints_state_files_are_junk(
+    tmp_path: Path, manager: str
+) -> None:
     """The probe's experiment (DESIGN.md section 8), as a test: with every state file in the checkpoint overwritten
     by junk of the same length, the restarted run loads from the copies kept as the files were written, exactly,
-    and reads no state file of the checkpoint location."""
-    seen = _run_scenario(tmp_path, junk=True)
+    and reads no state file of the checkpoint location; with Spark's default checkpoint file manager (FileContext)
+    and with its FileSystem-based one (changelogs and zips then renamed through the FileSystem wrapper)."""
+    seen = _run_scenario(tmp_path, junk=True if manager == "file context" else "junk-file-system-manager")
     before, after = seen["before"], seen["after"]
     read = {k: after[k] - before[k] for k in after}
     assert seen["junked"] > 0
@@ -300,6 +314,9 @@ if __name__ == "__main__":
         result = _scenario_before_the_layer(Path(sys.argv[1]))
     elif mode == "read-through":
         result = _scenario_read_through(Path(sys.argv[1]), sys.argv[2])
+    elif mode == "junk-file-system-manager":
+        manager = {"spark.sql.streaming.checkpointFileManagerClass": _file_system_manager()}
+        result = _scenario(Path(sys.argv[1]), sys.argv[2], True, manager)
     else:
         result = _scenario(Path(sys.argv[1]), sys.argv[2], mode == "junk")
     print(json.dumps(result))

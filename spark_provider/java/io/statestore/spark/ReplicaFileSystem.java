@@ -51,6 +51,29 @@ public class ReplicaFileSystem extends LocalFileSystem {
     return deleted;
   }
 
+  // With spark.sql.streaming.checkpointFileManagerClass set to Spark's FileSystem-based manager, changelogs and
+  // zips are renamed here rather than through FileContext: the same copy before the rename, published after.
+  @Override
+  public boolean rename(Path source, Path target) throws IOException {
+    StateFilePath file = StateFilePath.of(target);
+    ReplicaFiles.Staged staged = file == null ? null : ReplicaFiles.stage(target, file, pathToFile(source), getConf());
+    boolean renamed;
+    try {
+      renamed = super.rename(source, target);
+    } catch (IOException | RuntimeException e) {
+      if (staged != null) staged.discard();
+      throw e;
+    }
+    if (staged != null) {
+      if (renamed) {
+        staged.publish();
+      } else {
+        staged.discard();
+      }
+    }
+    return renamed;
+  }
+
   @Override
   public FSDataOutputStream create(Path path, FsPermission permission, boolean overwrite, int bufferSize,
       short replication, long blockSize, Progressable progress) throws IOException {

@@ -158,7 +158,7 @@ final class ReplicaFiles {
       staging.delete();
     }
 
-    private void failed(Exception e) {
+    void failed(Exception e) {
       discard();
       LOG.warn("statestore-fs: no local copy of {} {} ({}); its loads read the checkpoint location", file.storeId(),
           file.name(), e.toString());
@@ -201,82 +201,6 @@ final class ReplicaFiles {
       return upload;
     }
     return new TeeStream(upload, copy, staged);
-  }
-
-  /** Writes to the upload and, while it works, to the staged copy. */
-  private static final class TeeStream extends OutputStream {
-    private final OutputStream upload;
-    private final Staged staged;
-    private OutputStream copy;
-
-    TeeStream(OutputStream upload, OutputStream copy, Staged staged) {
-      this.upload = upload;
-      this.copy = copy;
-      this.staged = staged;
-    }
-
-    @Override
-    public void write(int b) throws IOException {
-      upload.write(b);
-      if (copy != null) {
-        try {
-          copy.write(b);
-        } catch (IOException e) {
-          dropCopy(e);
-        }
-      }
-    }
-
-    @Override
-    public void write(byte[] bytes, int offset, int length) throws IOException {
-      upload.write(bytes, offset, length);
-      if (copy != null) {
-        try {
-          copy.write(bytes, offset, length);
-        } catch (IOException e) {
-          dropCopy(e);
-        }
-      }
-    }
-
-    @Override
-    public void flush() throws IOException {
-      upload.flush();
-    }
-
-    @Override
-    public void close() throws IOException {
-      OutputStream kept = copy;
-      copy = null;
-      try {
-        upload.close();
-      } catch (IOException | RuntimeException e) {
-        if (kept != null) closeQuietly(kept);
-        staged.discard();
-        throw e;
-      }
-      if (kept == null) return;
-      try {
-        kept.close();
-        staged.publish();
-      } catch (IOException e) {
-        staged.failed(e);
-      }
-    }
-
-    private void dropCopy(IOException e) {
-      closeQuietly(copy);
-      copy = null;
-      staged.failed(e);
-    }
-
-    private static void closeQuietly(OutputStream out) {
-      try {
-        out.close();
-      } catch (IOException ignored) {
-        // the copy is dropped anyway
-      }
-    }
   }
 
   /** The checkpoint deleted {@code path}, a file or (when {@code directory}) a directory with everything under

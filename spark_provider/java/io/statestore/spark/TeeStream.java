@@ -1,0 +1,101 @@
+package io.statestore.spark;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import org.apache.hadoop.fs.Syncable;
+
+/** A state file's upload that also writes every byte, while it can, to a staged local copy
+ * ({@link ReplicaFiles#teeing}), published when the upload closes. */
+final class TeeStream extends OutputStream implements Syncable {
+  private final OutputStream upload;
+  private final ReplicaFiles.Staged staged;
+  private OutputStream copy;
+
+  TeeStream(OutputStream upload, OutputStream copy, ReplicaFiles.Staged staged) {
+    this.upload = upload;
+    this.copy = copy;
+    this.staged = staged;
+  }
+
+  @Override
+  public void write(int b) throws IOException {
+    upload.write(b);
+    if (copy != null) {
+      try {
+        copy.write(b);
+      } catch (IOException e) {
+        dropCopy(e);
+      }
+    }
+  }
+
+  @Override
+  public void write(byte[] bytes, int offset, int length) throws IOException {
+    upload.write(bytes, offset, length);
+    if (copy != null) {
+      try {
+        copy.write(bytes, offset, length);
+      } catch (IOException e) {
+        dropCopy(e);
+      }
+    }
+  }
+
+  @Override
+  public void flush() throws IOException {
+    upload.flush();
+  }
+
+  // The upload's durability calls reach it as they would without the copy.
+  @Override
+  public void hflush() throws IOException {
+    if (upload instanceof Syncable syncable) {
+      syncable.hflush();
+    } else {
+      upload.flush();
+    }
+  }
+
+  @Override
+  public void hsync() throws IOException {
+    if (upload instanceof Syncable syncable) {
+      syncable.hsync();
+    } else {
+      upload.flush();
+    }
+  }
+
+  @Override
+  public void close() throws IOException {
+    OutputStream kept = copy;
+    copy = null;
+    try {
+      upload.close();
+    } catch (IOException | RuntimeException e) {
+      if (kept != null) closeQuietly(kept);
+      staged.discard();
+      throw e;
+    }
+    if (kept == null) return;
+    try {
+      kept.close();
+      staged.publish();
+    } catch (IOException e) {
+      staged.failed(e);
+    }
+  }
+
+  private void dropCopy(IOException e) {
+    closeQuietly(copy);
+    copy = null;
+    staged.failed(e);
+  }
+
+  private static void closeQuietly(OutputStream out) {
+    try {
+      out.close();
+    } catch (IOException ignored) {
+      // the copy is dropped anyway
+    }
+  }
+}
