@@ -86,7 +86,7 @@ def _session(jar: str, copies: Path, layer: bool = True, conf: dict[str, str] | 
     )
 
 
-def _overwrite_state_files_with_junk(checkpoint: Path) -> int:
+def overwrite_state_files_with_junk(checkpoint: Path) -> int:
     """Every SST, snapshot zip and changelog of the checkpoint overwritten in place by junk of the same length (as
     the probe in DESIGN.md section 8 did); returns how many."""
     doomed = [
@@ -161,7 +161,7 @@ def _scenario(root: Path, jar: str, junk: bool, conf: dict[str, str] | None = No
         job.run()
     job.close_stopped_runs()
     counters = job.counters
-    junked = _overwrite_state_files_with_junk(checkpoint) if junk else 0
+    junked = overwrite_state_files_with_junk(checkpoint) if junk else 0
     before = counters()
     job.feed(4)
     job.run()
@@ -237,7 +237,7 @@ def _scenario_read_through(root: Path, jar: str) -> dict[str, Any]:
     job.run()
     first = job.counters()
     job.close_stopped_runs()
-    junked = _overwrite_state_files_with_junk(job.checkpoint)
+    junked = overwrite_state_files_with_junk(job.checkpoint)
     job.feed(5)
     job.run()
     return {"rows": job.rows, "got": job.got(), "start": start, "first": first, "after": job.counters(),

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from test_replica_fs import overwrite_state_files_with_junk
 
 from spark_provider.local_cluster import executor_pids, kill_executor
 
@@ -75,17 +76,6 @@ def _loaded_partitions(log: str, run_id: str) -> set[int]:
                        r"operatorId=0, partitionId=(\d+), storeName=default \], queryRunId=" + re.escape(run_id),
                        log)  # fmt: skip
     return {int(p) for p in found}
-
-
-def _junk_state_files(checkpoint: Path) -> int:
-    doomed = [
-        f
-        for f in (checkpoint / "state").rglob("*")
-        if f.is_file() and not f.name.startswith(".") and f.suffix in (".sst", ".zip", ".changelog")
-    ]
-    for f in doomed:
-        f.write_bytes(b"\xa5" * f.stat().st_size)
-    return len(doomed)
 
 
 def _wait(condition: Any, what: str, timeout: float = PROGRESS_TIMEOUT) -> None:
@@ -210,7 +200,7 @@ def test_a_killed_executors_partitions_load_from_the_copies_it_kept_on_the_host(
     reloads elsewhere from its local copies, none from the checkpoint location, and every batch is exact."""
 
     def junk(checkpoint: Path, lost: set[int]) -> None:
-        assert _junk_state_files(checkpoint) > 0
+        assert overwrite_state_files_with_junk(checkpoint) > 0
 
     lost, reads = _kill_and_reload(spark, tmp_path, name, stateful, mode, junk)
     assert not [r for r in reads if r[1] == "the checkpoint location"], reads

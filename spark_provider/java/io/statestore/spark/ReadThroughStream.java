@@ -3,86 +3,39 @@ package io.statestore.spark;
 import java.io.IOException;
 import java.io.OutputStream;
 import org.apache.hadoop.fs.FSDataInputStream;
-import org.apache.hadoop.fs.FSInputStream;
 
 /** A read of a state file from the checkpoint location that also writes what it reads to a staged copy; at
  * close the copy reads what the reader left, and is published if it then holds exactly the file's length, read
  * in order. A seek or a skip drops the copy (the file is served from the checkpoint location as before). */
-final class ReadThroughStream extends FSInputStream {
-  private final FSDataInputStream in;
+final class ReadThroughStream extends InOrderStream {
   private final ReplicaFiles.Staged staged;
   private final long size;
   private OutputStream copy;
-  private long pos;
   private boolean closed;
 
   ReadThroughStream(FSDataInputStream in, OutputStream copy, ReplicaFiles.Staged staged, long size) {
-    this.in = in;
+    super(in);
     this.copy = copy;
     this.staged = staged;
     this.size = size;
   }
 
   @Override
-  public int read() throws IOException {
-    int b = in.read();
-    if (b >= 0) {
-      pos++;
-      if (copy != null) {
-        try {
-          copy.write(b);
-        } catch (IOException e) {
-          drop();
-        }
-      }
+  protected void bytes(byte[] bytes, int offset, int length) {
+    if (copy == null) return;
+    try {
+      copy.write(bytes, offset, length);
+    } catch (IOException e) {
+      drop();
     }
-    return b;
   }
 
   @Override
-  public int read(byte[] bytes, int offset, int length) throws IOException {
-    int n = in.read(bytes, offset, length);
-    if (n > 0) {
-      pos += n;
-      if (copy != null) {
-        try {
-          copy.write(bytes, offset, n);
-        } catch (IOException e) {
-          drop();
-        }
-      }
-    }
-    return n;
-  }
+  protected void atEnd() {}
 
   @Override
-  public void seek(long target) throws IOException {
-    if (target != pos) drop();
-    in.seek(target);
-    pos = target;
-  }
-
-  @Override
-  public long skip(long n) throws IOException {
-    long skipped = in.skip(n);
-    if (skipped > 0) drop();
-    pos += skipped;
-    return skipped;
-  }
-
-  @Override
-  public long getPos() {
-    return pos;
-  }
-
-  @Override
-  public boolean seekToNewSource(long target) {
-    return false;
-  }
-
-  @Override
-  public int available() throws IOException {
-    return in.available();
+  protected void outOfOrder() {
+    drop();
   }
 
   @Override
@@ -93,7 +46,7 @@ final class ReadThroughStream extends FSInputStream {
       // The reader stopped before the end (a changelog's reader stops at its end marker, or after its header):
       // the copy reads the rest, so that what it keeps is the whole file.
       try {
-        pos += in.transferTo(copy);
+        readRest();
       } catch (IOException e) {
         drop();
       }

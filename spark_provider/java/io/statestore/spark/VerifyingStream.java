@@ -6,7 +6,6 @@ import java.nio.file.Files;
 import java.util.zip.CRC32;
 import java.util.zip.CheckedInputStream;
 import org.apache.hadoop.fs.FSDataInputStream;
-import org.apache.hadoop.fs.FSInputStream;
 import org.apache.hadoop.fs.Path;
 
 /**
@@ -16,77 +15,33 @@ import org.apache.hadoop.fs.Path;
  * here), a copy whose bytes differ from what was kept is removed and the read fails: the load fails before it
  * commits anything, and its retry reads the checkpoint location.
  */
-final class VerifyingStream extends FSInputStream {
-  private final FSDataInputStream in;
+final class VerifyingStream extends InOrderStream {
   private final Path path;
   private final StateFilePath file;
   private final ReplicaFiles.Copy copy;
   private final CRC32 crc = new CRC32();
-  private long pos;
-  private boolean inOrder = true;
   private boolean verified;
   private boolean closed;
 
   VerifyingStream(FSDataInputStream in, Path path, StateFilePath file, ReplicaFiles.Copy copy) {
-    this.in = in;
+    super(in);
     this.path = path;
     this.file = file;
     this.copy = copy;
   }
 
   @Override
-  public int read() throws IOException {
-    int b = in.read();
-    if (b < 0) {
-      atEnd();
-    } else {
-      pos++;
-      if (inOrder) crc.update(b);
-    }
-    return b;
+  protected void bytes(byte[] bytes, int offset, int length) {
+    crc.update(bytes, offset, length);
   }
 
   @Override
-  public int read(byte[] bytes, int offset, int length) throws IOException {
-    int n = in.read(bytes, offset, length);
-    if (n < 0) {
-      atEnd();
-    } else if (n > 0) {
-      pos += n;
-      if (inOrder) crc.update(bytes, offset, n);
-    }
-    return n;
+  protected void atEnd() throws IOException {
+    if (!verified) check(pos, crc.getValue());
   }
 
   @Override
-  public void seek(long target) throws IOException {
-    if (target != pos) inOrder = false;
-    in.seek(target);
-    pos = target;
-  }
-
-  @Override
-  public long skip(long n) throws IOException {
-    long skipped = in.skip(n);
-    if (skipped > 0) inOrder = false;
-    pos += skipped;
-    return skipped;
-  }
-
-  @Override
-  public long getPos() {
-    return pos;
-  }
-
-  @Override
-  public boolean seekToNewSource(long target) {
-    return false;
-  }
-
-  @Override
-  public int available() throws IOException {
-    return in.available();
-  }
+  protected void outOfOrder() {}
 
   @Override
   public void close() throws IOException {
@@ -95,11 +50,7 @@ final class VerifyingStream extends FSInputStream {
     try {
       if (!verified) {
         if (inOrder) {
-          byte[] rest = new byte[64 * 1024];
-          for (int n = in.read(rest); n >= 0; n = in.read(rest)) {
-            pos += n;
-            crc.update(rest, 0, n);
-          }
+          readRest();
           check(pos, crc.getValue());
         } else {
           CRC32 whole = new CRC32();
@@ -113,10 +64,6 @@ final class VerifyingStream extends FSInputStream {
     } finally {
       in.close();
     }
-  }
-
-  private void atEnd() throws IOException {
-    if (inOrder && !verified) check(pos, crc.getValue());
   }
 
   private void check(long length, long value) throws IOException {
