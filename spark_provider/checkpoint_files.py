@@ -18,6 +18,38 @@ FILE_SYSTEM_KEY = "spark.hadoop.fs.file.impl"
 ABSTRACT_FILE_SYSTEM_KEY = "spark.hadoop.fs.AbstractFileSystem.file.impl"
 COPIES_DIR_KEY = "spark.hadoop.statestore.replicaFiles.dir"
 CLASS_PATH_KEYS = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
+# Our settings that apply under Spark's provider: the state nodes and the controller that replicate the copies to
+# other hosts and steer lost partitions to them, and Spark's own snapshot interval and retention. The rest configure
+# our provider's store and say nothing to Spark's.
+FILE_LAYER_SETTINGS = frozenset(
+    {
+        "replication_factor",
+        "node_socket",
+        "controller",
+        "secret",
+        "tls_cert",
+        "tls_key",
+        "tls_ca",
+        "node_port",
+        "controller_port",
+        "metrics_port",
+        "local_dir",
+        "forget_after_seconds",
+        "rereplication_delay_seconds",
+        "min_deltas_for_snapshot",
+        "min_batches_to_retain",
+    }
+)
+
+
+def refused_settings(names: set[str] | list[str]) -> None:
+    """Raise a SettingError naming the settings among `names` that do not apply under Spark's provider."""
+    refused = sorted(set(names) - FILE_LAYER_SETTINGS)
+    if refused:
+        raise SettingError(
+            f"settings {', '.join(refused)} configure the statestore provider; with Spark's RocksDB provider "
+            f"(spark_rocksdb=True, --spark-rocksdb) only {', '.join(sorted(FILE_LAYER_SETTINGS))} apply"
+        )
 
 
 def checkpoint_file_confs(jar: str, existing: dict[str, str], copies_dir: str | None = None) -> dict[str, str]:

@@ -73,8 +73,10 @@ def _build_jar(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(built, out)
-    print(f"wrote {out} ({out.stat().st_size} bytes); use it with spark.jars and "
-          f"spark.sql.streaming.stateStore.providerClass=io.statestore.spark.StatestoreProvider")
+    print(
+        f"wrote {out} ({out.stat().st_size} bytes); use it with spark.jars and "
+        f"spark.sql.streaming.stateStore.providerClass=io.statestore.spark.StatestoreProvider"
+    )
     return 0
 
 
@@ -112,16 +114,36 @@ def spark_conf_lines(settings: dict[str, str], jar: str, python: str, defaults_f
 
 
 def checkpoint_file_lines(
-    settings: dict[str, str], jar: str, copies_dir: str | None, defaults_file: bool = False
+    settings: dict[str, str], jar: str, copies_dir: str | None, python: str, defaults_file: bool = False
 ) -> list[str]:
     """The confs that keep Spark's own RocksDB provider with our checkpoint file layer under it, as spark-submit
-    arguments or spark-defaults.conf lines; `settings` of our provider do not apply (a SettingError)."""
-    from spark_provider.checkpoint_files import checkpoint_file_confs
-    from spark_provider.settings import SettingError
+    arguments or spark-defaults.conf lines, with the state nodes and the controller that replicate its copies
+    (unless `replication_factor=0`); settings that configure only our provider are a SettingError."""
+    from spark_provider.checkpoint_files import checkpoint_file_confs, refused_settings
+    from spark_provider.settings import (
+        BY_KEY,
+        BY_NAME,
+        PLUGIN_CLASS,
+        QUERY_LISTENER_CLASS,
+        QUERY_LISTENERS_KEY,
+        SettingError,
+        spark_confs,
+    )
 
-    if settings:
-        raise SettingError(f"settings {', '.join(sorted(settings))} do not apply with --spark-rocksdb")
+    by_name = {}
+    for given, value in settings.items():
+        setting = BY_NAME.get(given) or BY_KEY.get(given)
+        if setting is None:
+            raise SettingError(f"unknown statestore setting {given!r}; known: {', '.join(sorted(BY_NAME))}")
+        by_name[setting.name] = value
+    refused_settings(list(by_name))
+    checked = spark_confs(**by_name)
     confs = checkpoint_file_confs(jar, {}, copies_dir)
+    if int(checked[BY_NAME["replication_factor"].key]) > 0:
+        confs["spark.plugins"] = PLUGIN_CLASS  # each executor's node, and the driver's controller
+        confs[QUERY_LISTENERS_KEY] = QUERY_LISTENER_CLASS  # a restarted query steered before its first batch
+        confs["spark.pyspark.python"] = python  # the Python that runs them: it needs this package
+    confs.update({BY_NAME[name].key: checked[BY_NAME[name].key] for name in by_name})
     if defaults_file:
         return [f"{key} {value}" for key, value in confs.items()]
     return [f"--conf {key}={value}" for key, value in confs.items()]
@@ -140,7 +162,7 @@ def _spark_conf(args: argparse.Namespace) -> int:
     try:
         jar = args.jar or str(provider_jar())
         if args.spark_rocksdb:
-            lines = checkpoint_file_lines(settings, jar, args.replica_files_dir, args.defaults)
+            lines = checkpoint_file_lines(settings, jar, args.replica_files_dir, args.python, args.defaults)
         else:
             lines = spark_conf_lines(settings, jar, args.python, args.defaults)
     except (SettingError, JarBuildError) as exc:

@@ -121,8 +121,12 @@ def enable(
     `spark_rocksdb=True` keeps Spark's own RocksDB provider instead (transformWithState, Real-Time Mode, offline
     repartition and queries already running on it need it) and puts the checkpoint file layer under it
     (`spark_provider.checkpoint_files`): each host keeps a local copy of the state files its executors write, in
-    `replica_files_dir` (default: the JVM's temporary directory), and later loads there read them. A builder only
-    (Hadoop picks the `file:` file system once per JVM); no other setting applies to it yet.
+    `replica_files_dir` (default: `$STATESTORE_REPLICA_FILES_DIR`, else the JVM's temporary directory), and later
+    loads there read them. With a replication factor above 0 (the default is 1) the state nodes and the controller
+    run as for our provider: each executor's node ships its host's copies to the partition's replica group on other
+    hosts, and a lost executor's partitions are steered to the host holding their newest files. A builder only
+    (Hadoop picks the `file:` file system once per JVM); of our settings only those that configure the nodes and
+    the controller apply (`spark_provider.checkpoint_files.FILE_LAYER_SETTINGS`).
     """
     if spark_rocksdb or replica_files_dir is not None:
         return _enable_checkpoint_files(builder_or_session, jar, spark_rocksdb, replica_files_dir, settings)
@@ -131,6 +135,26 @@ def enable(
         **spark_confs(_existing_confs(builder_or_session), **settings),
     }
     jar_path = str(Path(jar) if jar is not None else provider_jar())
+    replicating = _with_secret(builder_or_session, confs)
+    controller_key = BY_NAME["controller"].key
+    if hasattr(builder_or_session, "getOrCreate"):
+        return _with_confs(builder_or_session, confs, jar_path, replicating)
+    python_confs = _python_confs(builder_or_session) if replicating else {}
+    session = builder_or_session
+    context = session.sparkContext
+    context._jsc.addJar(jar_path)
+    for key, value in confs.items():
+        session.conf.set(key, value)
+    if replicating and not confs.get(controller_key):
+        session.conf.set(controller_key, _attach_controller(context, {**confs, **python_confs}, jar_path))
+        session._jsparkSession.streams().addListener(context._jvm.io.statestore.spark.QueryStarts())
+    return session
+
+
+def _with_secret(builder_or_session: Any, confs: dict[str, str]) -> bool:
+    """Completes `confs` with the application's secret when replication runs our controller, or remembers the
+    secret and TLS files of a controller of the user's for this process's calls to it; returns whether replication
+    is on."""
     tls_files = _tls_files(confs)
     secret_key = BY_NAME["secret"].key
     controller_key = BY_NAME["controller"].key
@@ -146,44 +170,35 @@ def enable(
             auth.remember(confs[controller_key], confs[secret_key])
         if tls_files is not None:
             tls.use_for(confs[controller_key], tls_files)
-    python_confs = _python_confs(builder_or_session) if replicating else {}
-    if hasattr(builder_or_session, "getOrCreate"):
-        builder = builder_or_session
-        options = builder._options if hasattr(builder, "_options") else {}
-        builder = builder.config("spark.jars", _with_jar(options.get("spark.jars"), jar_path))
-        if replicating:
-            # The driver side starts the controller; each executor starts its state node as it starts.
-            builder = builder.config("spark.plugins", _with_class(options.get("spark.plugins"), PLUGIN_CLASS))
-            # A restarted query's partitions are steered before its first batch.
-            listeners = _with_class(options.get(QUERY_LISTENERS_KEY), QUERY_LISTENER_CLASS)
-            builder = builder.config(QUERY_LISTENERS_KEY, listeners)
-        for key, value in {**confs, **python_confs}.items():
-            builder = builder.config(key, value)
-        return builder
-    session = builder_or_session
-    context = session.sparkContext
-    context._jsc.addJar(jar_path)
-    for key, value in confs.items():
-        session.conf.set(key, value)
-    if replicating and not confs.get(controller_key):
-        session.conf.set(controller_key, _attach_controller(context, {**confs, **python_confs}, jar_path))
-        session._jsparkSession.streams().addListener(context._jvm.io.statestore.spark.QueryStarts())
-    return session
+    return replicating
+
+
+def _with_confs(builder: Any, confs: dict[str, str], jar_path: str, replicating: bool) -> Any:
+    """`builder` with the jar, `confs` and, when replicating, the plugin (the driver side starts the controller;
+    each executor starts its state node as it starts), the query listener (a restarted query's partitions are
+    steered before its first batch) and the Python that runs them."""
+    options = builder._options if hasattr(builder, "_options") else {}
+    python_confs = _python_confs(builder) if replicating else {}
+    builder = builder.config("spark.jars", _with_jar(options.get("spark.jars"), jar_path))
+    if replicating:
+        builder = builder.config("spark.plugins", _with_class(options.get("spark.plugins"), PLUGIN_CLASS))
+        listeners = _with_class(options.get(QUERY_LISTENERS_KEY), QUERY_LISTENER_CLASS)
+        builder = builder.config(QUERY_LISTENERS_KEY, listeners)
+    for key, value in {**confs, **python_confs}.items():
+        builder = builder.config(key, value)
+    return builder
 
 
 def _enable_checkpoint_files(
     builder: Any, jar: str | Path | None, spark_rocksdb: bool, copies_dir: str | None, settings: dict[str, object]
 ) -> Any:
-    """enable(spark_rocksdb=True): the checkpoint file layer's confs on a builder."""
-    from spark_provider.checkpoint_files import checkpoint_file_confs
+    """enable(spark_rocksdb=True): the checkpoint file layer's confs on a builder, with the state nodes and the
+    controller that ship its copies to other hosts unless `replication_factor` is 0."""
+    from spark_provider.checkpoint_files import FILE_LAYER_SETTINGS, checkpoint_file_confs, refused_settings
 
     if not spark_rocksdb:
         raise SettingError("replica_files_dir applies with spark_rocksdb=True only (Spark's provider, our file layer)")
-    if settings:
-        raise SettingError(
-            f"settings {', '.join(sorted(settings))} configure the statestore provider; with spark_rocksdb=True "
-            "Spark's RocksDB provider runs the state and only replica_files_dir applies"
-        )
+    refused_settings(list(settings))
     if not hasattr(builder, "getOrCreate"):
         raise SettingError(
             "spark_rocksdb=True needs a SparkSession.Builder, not a running session: Hadoop picks the file: file "
@@ -193,7 +208,10 @@ def _enable_checkpoint_files(
     jar_path = str(Path(jar) if jar is not None else provider_jar())
     for key, value in checkpoint_file_confs(jar_path, {k: str(v) for k, v in options.items()}, copies_dir).items():
         builder = builder.config(key, value)
-    return builder
+    applying = {BY_NAME[name].key for name in FILE_LAYER_SETTINGS}
+    confs = {k: v for k, v in spark_confs(_existing_confs(builder), **settings).items() if k in applying}
+    replicating = _with_secret(builder, confs)
+    return _with_confs(builder, confs, jar_path, replicating)
 
 
 def _attach_controller(context: Any, confs: dict[str, str], jar_path: str) -> str:

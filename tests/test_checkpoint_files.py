@@ -42,8 +42,8 @@ def test_enable_refuses_a_running_session_and_our_providers_settings() -> None:
 
     import spark_provider
 
-    with pytest.raises(SettingError, match="replication_factor"):
-        spark_provider.enable(SparkSession.builder, jar="/x/layer.jar", spark_rocksdb=True, replication_factor=2)
+    with pytest.raises(SettingError, match="write_buffer_size_mb configure the statestore provider"):
+        spark_provider.enable(SparkSession.builder, jar="/x/layer.jar", spark_rocksdb=True, write_buffer_size_mb=2)
     with pytest.raises(SettingError, match="spark_rocksdb=True only"):
         spark_provider.enable(SparkSession.builder, jar="/x/layer.jar", replica_files_dir="/tmp/c")
 
@@ -66,7 +66,26 @@ def test_spark_conf_prints_the_layers_confs_for_spark_submit() -> None:
     assert "--conf spark.executor.extraClassPath=/x/layer.jar" in done.stdout
     refused = subprocess.run(
         [sys.executable, "-m", "statestore.cli", "spark-conf", "--spark-rocksdb", "--jar", "/x/layer.jar",
-         "replication_factor=2"],
+         "sync=true"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert refused.returncode == 2 and "do not apply with --spark-rocksdb" in refused.stderr, refused.stderr
+    assert refused.returncode == 2 and "sync configure the statestore provider" in refused.stderr, refused.stderr
+
+
+def test_replication_runs_the_nodes_and_controller_unless_turned_off() -> None:
+    from pyspark.sql import SparkSession
+
+    import spark_provider
+    from spark_provider.settings import PLUGIN_CLASS, QUERY_LISTENER_CLASS, QUERY_LISTENERS_KEY
+
+    replicated = spark_provider.enable(SparkSession.builder, jar="/x/layer.jar", spark_rocksdb=True)._options
+    assert replicated["spark.plugins"] == PLUGIN_CLASS
+    assert replicated[QUERY_LISTENERS_KEY] == QUERY_LISTENER_CLASS
+    assert replicated["spark.sql.streaming.stateStore.statestore.replicationFactor"] == "1"
+    assert replicated["spark.sql.streaming.stateStore.statestore.secret"], "our controller's calls carry a secret"
+    assert replicated[PROVIDER_CLASS_KEY] == SPARK_ROCKSDB_PROVIDER
+    assert not [k for k in replicated if k.endswith(("writeBufferSizeMB", "incrementCompression"))]
+    local_only = spark_provider.enable(
+        SparkSession.builder, jar="/x/layer.jar", spark_rocksdb=True, replication_factor=0
+    )._options
+    assert "spark.plugins" not in local_only and local_only[FILE_SYSTEM_KEY] == "io.statestore.spark.ReplicaFileSystem"

@@ -33,6 +33,7 @@ MATERIALIZED = 7
 INCOMING = 8
 INCOMING_LIST = 9
 LOAD = 10
+FILE_KEPT = 11
 
 # reply status
 STATUS_ACCEPTED = 0
@@ -69,6 +70,7 @@ FRAME_NAMES = {
     8: "INCOMING",
     9: "INCOMING_LIST",
     10: "LOAD",
+    11: "FILE_KEPT",
 }
 
 
@@ -487,3 +489,80 @@ def decode_load(fields: bytes) -> Load:
     executor_cores = reader.u16()
     reader.end()
     return Load(store_id, checkpoint_dir, version, task_millis, rows_written, state_bytes, executor_cores)
+
+
+@dataclass(frozen=True)
+class FileKept:
+    """A `FILE_KEPT` frame (provider -> node): the replica-aware checkpoint file layer under Spark's own RocksDB
+    provider kept a copy of one of the partition's state files as Spark wrote it: `checkpoint_path` in the
+    checkpoint location, `name` under the partition's directory, `version` the state version it belongs to (0 for
+    an SST), its `size` and CRC32, and the copy's local file `copy_path` (docs/formats.md section 7). The node
+    ships it to the partition's replica group and reports itself the partition's primary; the last four fields
+    name the partition and the executor to Spark's scheduler as in `PROMOTE` (empty when the file was written off
+    a task thread). Answered with status 0."""
+
+    store_id: str
+    checkpoint_dir: str
+    checkpoint_path: str
+    name: str
+    version: int
+    size: int
+    crc32: int
+    copy_path: str
+    run_id: str
+    state_root: str
+    executor_id: str
+    executor_host: str
+
+
+def encode_file_kept(message: FileKept) -> bytes:
+    """The whole `FILE_KEPT` frame of `message`."""
+    fields = b"".join(
+        (
+            pack_str(message.store_id),
+            pack_str(message.checkpoint_dir),
+            pack_str(message.checkpoint_path),
+            pack_str(message.name),
+            pack_u64(message.version),
+            pack_u64(message.size),
+            pack_u64(message.crc32),
+            pack_str(message.copy_path),
+            pack_str(message.run_id),
+            pack_str(message.state_root),
+            pack_str(message.executor_id),
+            pack_str(message.executor_host),
+        )
+    )
+    return frame(FILE_KEPT, fields)
+
+
+def decode_file_kept(fields: bytes) -> FileKept:
+    """The `FILE_KEPT` message whose fields (after the type byte) are `fields`. Raises FrameError."""
+    reader = Reader(fields)
+    store_id = reader.string()
+    checkpoint_dir = reader.string()
+    checkpoint_path = reader.string()
+    name = reader.string()
+    version = reader.u64()
+    size = reader.u64()
+    crc32 = reader.u64()
+    copy_path = reader.string()
+    run_id = reader.string()
+    state_root = reader.string()
+    executor_id = reader.string()
+    executor_host = reader.string()
+    reader.end()
+    return FileKept(
+        store_id,
+        checkpoint_dir,
+        checkpoint_path,
+        name,
+        version,
+        size,
+        crc32,
+        copy_path,
+        run_id,
+        state_root,
+        executor_id,
+        executor_host,
+    )

@@ -69,6 +69,13 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         "there; default: the parent of --data-dir, as for a sidecar)",
     )
     parser.add_argument(
+        "--replica-files-dir",
+        type=Path,
+        metavar="DIR",
+        help="the host's copies directory of Spark's RocksDB provider's state files (docs/formats.md section 7), "
+        "where the node keeps the files peers ship it; a sidecar's executor passes it",
+    )
+    parser.add_argument(
         "--parent-pid", type=int, metavar="PID", help="exit when this process exits (a sidecar of an executor JVM)"
     )
     parser.set_defaults(handler=_run)
@@ -98,6 +105,7 @@ def _run(args: argparse.Namespace) -> int:
         bootstrap_bytes_per_second=int(args.bootstrap_mb_per_second * MIB),
         memory_budget_mb=args.memory_budget_mb,
         provider_dir=args.provider_dir,
+        replica_files_dir=args.replica_files_dir,
         secret=secret_from_env(),
     )
     return run_node(settings, args.local_socket, args.parent_pid)

@@ -29,6 +29,7 @@ from statestore.contract.frame_wire import LINEAGE_BYTES, MAX_U64_FIELD, FrameEr
 from statestore.contract.local_channel_frames import (
     COMMITTED,
     DEMOTE,
+    FILE_KEPT,
     FLAG_PEER,
     FLAG_REWRITES_HISTORY,
     FLAG_SYNC,
@@ -53,6 +54,7 @@ from statestore.contract.local_channel_frames import (
     STATUS_REPLICATED,
     Committed,
     Demote,
+    FileKept,
     Incoming,
     IncomingList,
     IncomingRequest,
@@ -64,6 +66,7 @@ from statestore.contract.local_channel_frames import (
     Reply,
     decode_committed,
     decode_demote,
+    decode_file_kept,
     decode_incoming,
     decode_incoming_list,
     decode_load,
@@ -74,6 +77,7 @@ from statestore.contract.local_channel_frames import (
     decode_reply,
     encode_committed,
     encode_demote,
+    encode_file_kept,
     encode_incoming,
     encode_incoming_list,
     encode_load,
@@ -121,6 +125,7 @@ __all__ = [
     "STATUS_REPLICATED",
     "Committed",
     "Demote",
+    "FileKept",
     "FrameError",
     "Incoming",
     "IncomingList",
@@ -133,6 +138,7 @@ __all__ = [
     "Reply",
     "decode_committed",
     "decode_demote",
+    "decode_file_kept",
     "decode_incoming",
     "decode_incoming_list",
     "decode_load",
@@ -143,6 +149,7 @@ __all__ = [
     "decode_reply",
     "encode_committed",
     "encode_demote",
+    "encode_file_kept",
     "encode_incoming",
     "encode_incoming_list",
     "encode_load",
@@ -216,6 +223,7 @@ def _header_mismatch(message: Committed) -> str:
 
 # ----------------------------------------------------------------------------- the server
 
+
 @dataclass(frozen=True)
 class ShipResult:
     """What the shipping path did with one increment: whether a replica acked it (sync) and a note."""
@@ -247,6 +255,9 @@ class LocalPrimary(Protocol):
 
     def load(self, store: common_pb2.StoreRef, message: Load) -> str:
         """LOAD: what a committed batch of the partition cost its executor; returns a note for the REPLY."""
+
+    def file_kept(self, store: common_pb2.StoreRef, message: FileKept) -> str:
+        """FILE_KEPT: ship a state file of a partition on Spark's own provider to its group; returns a note."""
 
 
 class LocalChannelServer:
@@ -357,6 +368,7 @@ class LocalChannelServer:
             PROMOTE: self._answer_promote,
             DEMOTE: self._answer_demote,
             LOAD: self._answer_load,
+            FILE_KEPT: self._answer_file_kept,
         }
         handler = handlers.get(frame_type)
         if handler is None:
@@ -441,6 +453,9 @@ class LocalChannelServer:
 
     def _answer_load(self, fields: bytes) -> Reply:
         return _noted("LOAD", fields, decode_load, self._primary.load)
+
+    def _answer_file_kept(self, fields: bytes) -> Reply:
+        return _noted("FILE_KEPT", fields, decode_file_kept, self._primary.file_kept)
 
     def stop(self) -> None:
         """Stop accepting, close every connection and remove the socket file."""

@@ -22,12 +22,14 @@ from statestore import auth, tls
 from statestore.faults import link_faults
 from statestore.faults.points import fault_point
 from statestore.logs import log_event
+from statestore.node.file_replicas import FileReplicas, KeptFile
 from statestore.node.increment_log import IncrementLog
 from statestore.node.local_channel import (
     MATERIALIZED_OK,
     SOURCE_NAMES,
     Committed,
     Demote,
+    FileKept,
     Incoming,
     Load,
     LocalChannelError,
@@ -140,9 +142,8 @@ class StateNode:
         self.shipper: Shipper | None = None
         self.heartbeater: Heartbeater | None = None
         self.materializer: Materializer | None = None
-        self.local_channel = (
-            LocalChannelServer(local_socket, self, settings.provider_paths) if local_socket else None
-        )
+        self.file_replicas: FileReplicas | None = None
+        self.local_channel = LocalChannelServer(local_socket, self, settings.provider_paths) if local_socket else None
 
     def _ask_replica_groups(self, wait: bool) -> None:
         """A heartbeat now (`wait`: on this thread, for its answer), bringing back replica groups."""
@@ -184,12 +185,23 @@ class StateNode:
             self._ask_replica_groups,
             lambda store: self.replicas.drop(store, reason="this node became the partition's primary"),
         )
+        self.file_replicas = files = FileReplicas(self.settings, lambda: self._ask_replica_groups(False))
+        shipper = self.shipper
+
+        def on_groups(groups: list[control_pb2.ReplicaGroup]) -> None:
+            shipper.set_replica_groups(groups)
+            files.set_groups(groups)
+
+        def on_demoted(claims: list[common_pb2.VersionHeld]) -> None:
+            shipper.demote(claims)
+            files.demote(claims)
+
         self.heartbeater = Heartbeater(
             self.settings,
-            self.shipper.reports,
-            self.replicas.held,
-            self.shipper.set_replica_groups,
-            self.shipper.demote,
+            lambda: [*shipper.reports(), *files.reports()],
+            lambda: [*self.replicas.held(), *files.held()],
+            on_groups,
+            on_demoted,
             self._retire_replicas,
         )
         self.replicas.open_existing()
@@ -201,6 +213,7 @@ class StateNode:
                 self.increment_log,
                 self.shipper.is_primary,
                 self.shipper.awaits_local_release,
+                files,
             ),
             server,
         )
@@ -230,6 +243,8 @@ class StateNode:
     def _retire_replicas(self, stores: list[common_pb2.StoreRef]) -> None:
         for store in stores:
             self.replicas.drop(store, reason="retired by the controller")
+        if self.file_replicas is not None:
+            self.file_replicas.retire(stores)
 
     # ----------------------------------------------------------------- the local provider (local_channel.LocalPrimary)
 
@@ -305,6 +320,25 @@ class StateNode:
             return "released; nothing to adopt"
         return self.replicas.adopt(store, Path(message.directory), message.version, message.lineage)
 
+    def file_kept(self, store: common_pb2.StoreRef, message: FileKept) -> str:
+        """FILE_KEPT: the executor kept a copy of one of the partition's state files (Spark's own RocksDB provider
+        under the checkpoint file layer): this node ships it to the partition's replica group."""
+        assert self.file_replicas is not None and self.heartbeater is not None
+        if message.executor_id and message.executor_host:
+            self.heartbeater.set_executor(message.executor_id, message.executor_host)
+        place = None
+        if message.run_id:
+            place = control_pb2.SparkPlace(
+                run_id=message.run_id,
+                state_root=message.state_root,
+                executor_id=message.executor_id,
+                executor_host=message.executor_host,
+            )
+        file = KeptFile(
+            message.checkpoint_path, message.name, message.version, message.size, message.crc32, Path(message.copy_path)
+        )
+        return self.file_replicas.kept(store, file, place)
+
     def stop(self, grace: float = 5.0) -> None:
         """Stop serving (in-flight calls get `grace` seconds), stop shipping, close the replicas."""
         if self._stopped.is_set():
@@ -318,6 +352,8 @@ class StateNode:
             self.heartbeater.stop()
         if self.shipper is not None:
             self.shipper.close()
+        if self.file_replicas is not None:
+            self.file_replicas.close()
         if self._server is not None:
             self._server.stop(grace).wait()
         self.replicas.close()

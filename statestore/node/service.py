@@ -18,6 +18,7 @@ from statestore.faults.points import FaultInjected, fault_point
 from statestore.logs import log_event
 from statestore.node.bootstrap import stream_snapshot
 from statestore.node.catch_up import increment_bytes_for_pull
+from statestore.node.file_replicas import FileReplicas
 from statestore.node.increment_log import IncrementLog
 from statestore.node.partition_lanes import PartitionLanes
 from statestore.node.replica import ReplicaSet
@@ -42,8 +43,10 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         log: IncrementLog,
         is_primary: Callable[[common_pb2.StoreRef], bool],
         awaits_local_release: Callable[[common_pb2.StoreRef], bool] = lambda _store: False,
+        file_replicas: FileReplicas | None = None,
     ) -> None:
         self._settings = settings
+        self._file_replicas = file_replicas
         self._replicas = replicas
         self._log = log
         self._is_primary = is_primary
@@ -70,6 +73,15 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
             replica_node=self._settings.identity,
             detail=detail,
         )
+
+    def KeepFile(
+        self, request_iterator: Iterator[replication_pb2.FileCopyChunk], context: grpc.ServicerContext
+    ) -> replication_pb2.FileCopyKept:
+        """Keep a state file of a partition on Spark's own RocksDB provider that its primary's host shipped, in this
+        host's copies directory (statestore.node.file_replicas)."""
+        if self._file_replicas is None:
+            return replication_pb2.FileCopyKept(kept=False, detail=f"{self._settings.identity} keeps no file copies")
+        return self._file_replicas.receive(request_iterator)
 
     def Ship(
         self, request_iterator: Iterator[replication_pb2.ShipRequest], context: grpc.ServicerContext

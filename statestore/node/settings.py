@@ -79,6 +79,9 @@ class NodeSettings:
     # the node adopt a directory from (DEMOTE) or write a copy into (MATERIALIZE). Unset: the data dir's parent (a
     # sidecar's data dir is in its executor JVM's directory, beside the JVM's stores).
     provider_dir: Path | None = None
+    # The host's copies directory of Spark's RocksDB provider's state files (docs/formats.md section 7), where the
+    # node keeps the files peers ship it (statestore.node.file_replicas). Unset: the node keeps none.
+    replica_files_dir: Path | None = None
     # The application's secret (statestore.auth): every call to this node must carry it, and the node's calls
     # carry it; "" accepts every call. Taken from the environment (STATESTORE_SECRET), never the command line.
     secret: str = field(default="", repr=False)

@@ -144,3 +144,35 @@ class ShipResult(_message.Message):
     synced: bool
     detail: str
     def __init__(self, version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaAck, _Mapping]]] = ..., synced: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class FileCopyHeader(_message.Message):
+    __slots__ = ("store", "checkpoint_path", "name", "size", "crc32", "version")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_PATH_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    CRC32_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    store: _common_pb2.StoreRef
+    checkpoint_path: str
+    name: str
+    size: int
+    crc32: int
+    version: int
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., checkpoint_path: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[int] = ..., crc32: _Optional[int] = ..., version: _Optional[int] = ...) -> None: ...
+
+class FileCopyChunk(_message.Message):
+    __slots__ = ("header", "data")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    header: FileCopyHeader
+    data: bytes
+    def __init__(self, header: _Optional[_Union[FileCopyHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class FileCopyKept(_message.Message):
+    __slots__ = ("kept", "detail")
+    KEPT_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    kept: bool
+    detail: str
+    def __init__(self, kept: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...

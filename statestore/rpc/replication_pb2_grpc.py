@@ -51,6 +51,11 @@ class ReplicationStub:
                 request_serializer=statestore_dot_rpc_dot_replication__pb2.BootstrapRequest.SerializeToString,
                 response_deserializer=statestore_dot_rpc_dot_replication__pb2.SnapshotChunk.FromString,
                 _registered_method=True)
+        self.KeepFile = channel.stream_unary(
+                '/statestore.rpc.Replication/KeepFile',
+                request_serializer=statestore_dot_rpc_dot_replication__pb2.FileCopyChunk.SerializeToString,
+                response_deserializer=statestore_dot_rpc_dot_replication__pb2.FileCopyKept.FromString,
+                _registered_method=True)
 
 
 class ReplicationServicer:
@@ -80,6 +85,16 @@ class ReplicationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def KeepFile(self, request_iterator, context):
+        """One state file of a partition that runs on Spark's own RocksDB provider, under the replica-aware checkpoint
+        file layer (README, "Under Spark's own provider"): the primary's host kept a copy as Spark wrote it, and this
+        node's host keeps one too, in the host's copies directory (docs/formats.md section 7), so that the
+        partition's load there reads it from local disk. A header, then the bytes in order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -97,6 +112,11 @@ def add_ReplicationServicer_to_server(servicer, server):
                     servicer.Bootstrap,
                     request_deserializer=statestore_dot_rpc_dot_replication__pb2.BootstrapRequest.FromString,
                     response_serializer=statestore_dot_rpc_dot_replication__pb2.SnapshotChunk.SerializeToString,
+            ),
+            'KeepFile': grpc.stream_unary_rpc_method_handler(
+                    servicer.KeepFile,
+                    request_deserializer=statestore_dot_rpc_dot_replication__pb2.FileCopyChunk.FromString,
+                    response_serializer=statestore_dot_rpc_dot_replication__pb2.FileCopyKept.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -181,6 +201,33 @@ class Replication:
             '/statestore.rpc.Replication/Bootstrap',
             statestore_dot_rpc_dot_replication__pb2.BootstrapRequest.SerializeToString,
             statestore_dot_rpc_dot_replication__pb2.SnapshotChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KeepFile(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/statestore.rpc.Replication/KeepFile',
+            statestore_dot_rpc_dot_replication__pb2.FileCopyChunk.SerializeToString,
+            statestore_dot_rpc_dot_replication__pb2.FileCopyKept.FromString,
             options,
             channel_credentials,
             insecure,

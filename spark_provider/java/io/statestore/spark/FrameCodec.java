@@ -21,6 +21,7 @@ final class FrameCodec {
   static final byte INCOMING = 8;
   static final byte INCOMING_LIST = 9;
   static final byte LOAD = 10;
+  static final byte FILE_KEPT = 11;
 
   // reply status
   static final int STATUS_ACCEPTED = 0;
@@ -325,6 +326,46 @@ final class FrameCodec {
     int executorCores = r.u16();
     r.end();
     return new Load(storeId, checkpointDir, version, taskMillis, rowsWritten, stateBytes, executorCores);
+  }
+
+  /** A FILE_KEPT frame (provider -&gt; node). */
+  record FileKept(String storeId, String checkpointDir, String checkpointPath, String name, long version, long size, long crc32, String copyPath, String runId, String stateRoot, String executorId, String executorHost) {}
+
+  /** The whole FILE_KEPT frame of {@code m}, length prefix included. */
+  static ByteBuffer encode(FileKept m) {
+    Writer w = new Writer();
+    w.str(m.storeId());
+    w.str(m.checkpointDir());
+    w.str(m.checkpointPath());
+    w.str(m.name());
+    w.u64(m.version());
+    w.u64(m.size());
+    w.u64(m.crc32());
+    w.str(m.copyPath());
+    w.str(m.runId());
+    w.str(m.stateRoot());
+    w.str(m.executorId());
+    w.str(m.executorHost());
+    return w.frame(FILE_KEPT);
+  }
+
+  /** The FILE_KEPT message in {@code body} (after the type byte). */
+  static FileKept decodeFileKept(ByteBuffer body) throws IOException {
+    Reader r = new Reader(body, "FILE_KEPT");
+    String storeId = r.str();
+    String checkpointDir = r.str();
+    String checkpointPath = r.str();
+    String name = r.str();
+    long version = r.u64();
+    long size = r.u64();
+    long crc32 = r.u64();
+    String copyPath = r.str();
+    String runId = r.str();
+    String stateRoot = r.str();
+    String executorId = r.str();
+    String executorHost = r.str();
+    r.end();
+    return new FileKept(storeId, checkpointDir, checkpointPath, name, version, size, crc32, copyPath, runId, stateRoot, executorId, executorHost);
   }
 
   /** Writes fields in order (big-endian, strings u16-prefixed), then frames them. */

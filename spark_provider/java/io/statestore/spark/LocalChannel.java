@@ -187,7 +187,7 @@ final class LocalChannel {
   static NodeSidecar.Spec sidecarSpec(ProviderSettings settings) {
     return new NodeSidecar.Spec(python(), executorId(), executorHost(), localMaster(), settings.nodePort,
         settings.controller, settings.warmUpMbPerSecond, settings.nodeMemoryBudgetMb, settings.secret,
-        tlsEnvironment(settings));
+        tlsEnvironment(settings), ReplicaFiles.hostDir(sparkConf("spark.hadoop." + ReplicaFiles.DIR_KEY)).getPath());
   }
 
   /** The environment that gives a sidecar (node or controller) the settings' TLS files (statestore.tls). */
@@ -199,7 +199,13 @@ final class LocalChannel {
     return tls;
   }
 
-  private static String executorId() {
+  /** A Spark conf of this JVM's SparkEnv, or null when unset or outside Spark. */
+  private static String sparkConf(String key) {
+    SparkEnv env = SparkEnv.get();
+    return env == null || !env.conf().contains(key) ? null : env.conf().get(key);
+  }
+
+  static String executorId() {
     SparkEnv env = SparkEnv.get();
     return env == null ? "driver" : env.executorId();
   }
@@ -304,6 +310,15 @@ final class LocalChannel {
       long loadVersion, ChannelFrames.SparkPlace place, NodeSidecar.Spec spec) {
     notice("promotion", storeId, checkpointDir, version,
         ChannelFrames.promote(storeId, checkpointDir, version, lineage, load, loadVersion, place), spec, null);
+  }
+
+  /**
+   * Tells the node, after what was queued before, that this host kept a copy of one of the partition's state files
+   * (Spark's own RocksDB provider under the checkpoint file layer, {@link FileShipping}); the node ships it to the
+   * partition's replica group.
+   */
+  void fileKept(FrameCodec.FileKept kept, NodeSidecar.Spec spec) {
+    notice("file copy", kept.storeId(), kept.checkpointDir(), kept.version(), FrameCodec.encode(kept), spec, null);
   }
 
   /** What the batch that committed {@code version} cost its executor (LOAD), after that version's COMMITTED. */

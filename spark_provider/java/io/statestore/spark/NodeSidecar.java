@@ -34,13 +34,13 @@ final class NodeSidecar {
   /** How to start the node: interpreter, identity and controller, from the provider's settings. */
   record Spec(String python, String executorId, String executorHost, boolean localMaster, int port,
       String controller, double warmUpMbPerSecond, long memoryBudgetMb, String secret,
-      java.util.Map<String, String> tlsEnvironment) {
+      java.util.Map<String, String> tlsEnvironment, String replicaFilesDir) {
     /** Without the secret, which never goes to a log. */
     @Override
     public String toString() {
       return "Spec[python=" + python + ", executorId=" + executorId + ", executorHost=" + executorHost
           + ", localMaster=" + localMaster + ", port=" + port + ", controller=" + controller + ", warmUpMbPerSecond="
-          + warmUpMbPerSecond + ", memoryBudgetMb=" + memoryBudgetMb + "]";
+          + warmUpMbPerSecond + ", memoryBudgetMb=" + memoryBudgetMb + ", replicaFilesDir=" + replicaFilesDir + "]";
     }
   }
 
@@ -104,6 +104,10 @@ final class NodeSidecar {
     cmd.add(Double.toString(spec.warmUpMbPerSecond()));
     cmd.add("--memory-budget-mb");
     cmd.add(Long.toString(spec.memoryBudgetMb()));
+    if (spec.replicaFilesDir() != null) {
+      cmd.add("--replica-files-dir");
+      cmd.add(spec.replicaFilesDir());
+    }
     if (spec.controller() != null) {
       cmd.add("--controller");
       cmd.add(spec.controller());

@@ -35,6 +35,9 @@ final class ReplicaFiles {
   private static final Logger LOG = LoggerFactory.getLogger(ReplicaFiles.class);
   /** Hadoop conf key (spark.hadoop.statestore.replicaFiles.dir): the host directory under which copies live. */
   static final String DIR_KEY = "statestore.replicaFiles.dir";
+  /** Environment variable naming the host directory when the conf does not: set per host (or container) by whoever
+   * starts the workers, where hosts share no temporary directory's meaning. */
+  static final String DIR_ENV = "STATESTORE_REPLICA_FILES_DIR";
   private static final String INDEX_SUFFIX = ".index";
 
   /** A kept copy: its local file, and the checkpoint file's size and CRC32 when it was kept. */
@@ -54,9 +57,7 @@ final class ReplicaFiles {
     if (d == null) {
       synchronized (ReplicaFiles.class) {
         if (dir == null) {
-          String configured = conf == null ? null : conf.get(DIR_KEY);
-          File base = configured != null ? new File(configured) : new File(System.getProperty("java.io.tmpdir"));
-          File shared = new File(base, "statestore-replica-files");
+          File shared = hostDir(conf == null ? null : conf.get(DIR_KEY));
           Files.createDirectories(shared.toPath());
           dir = shared;
         }
@@ -64,6 +65,15 @@ final class ReplicaFiles {
       }
     }
     return d;
+  }
+
+  /** The host's copies directory: {@code statestore-replica-files} under {@code configured} (the conf), else under
+   * {@link #DIR_ENV}, else under the JVM's temporary directory. The host's state node keeps the files peers ship it
+   * there too. */
+  static File hostDir(String configured) {
+    String base = configured != null && !configured.isEmpty() ? configured : System.getenv(DIR_ENV);
+    if (base == null || base.isEmpty()) base = System.getProperty("java.io.tmpdir");
+    return new File(base, "statestore-replica-files").getAbsoluteFile();
   }
 
   private static String key(Path path) {
@@ -109,6 +119,8 @@ final class ReplicaFiles {
    * (its upload closed, or its rename done), discarded if that fails. */
   static final class Staged {
     private final String key;
+    /** The whole checkpoint path, scheme included (the index keys by {@link #key}, its path part). */
+    private final String location;
     private final StateFilePath file;
     private final File staging;
     private final File copy;
@@ -119,6 +131,7 @@ final class ReplicaFiles {
     /** A copy of a write of {@code path} ({@code written}) or of a read of it. */
     private Staged(Path path, StateFilePath file, File dir, boolean written) {
       this.key = key(path);
+      this.location = path.toString();
       this.file = file;
       this.copy = copyFile(dir, key, file);
       // Two writers of one name (a re-run batch, a stopped run's late upload) each stage apart.
@@ -148,6 +161,7 @@ final class ReplicaFiles {
         Copy kept = new Copy(copy, copy.length(), crc.getValue());
         writeIndex(key, kept);
         COPIES.put(key, kept);
+        FileShipping.kept(key, location, file, kept);
       } catch (IOException | RuntimeException e) {
         failed(e);
       }

@@ -29,6 +29,14 @@ record StateFilePath(Kind kind, String checkpointRoot, int operator, int partiti
         m.group(5));
   }
 
+  /** The state version the file belongs to: a snapshot's or a changelog's; 0 for an SST. */
+  long version() {
+    if (kind == Kind.SST) return 0;
+    int end = 0;
+    while (end < name.length() && Character.isDigit(name.charAt(end))) end++;
+    return Long.parseLong(name.substring(0, end));
+  }
+
   /** The partition's store, as our logs name stores: operator/partition/store name. */
   String storeId() {
     return operator + "/" + partition + "/" + storeName;

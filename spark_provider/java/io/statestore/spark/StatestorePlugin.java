@@ -38,6 +38,7 @@ public final class StatestorePlugin implements SparkPlugin {
       public void init(PluginContext context, Map<String, String> extraConf) {
         Thread starter = new Thread(() -> {
           startNode(context);
+          if (!runsOurProvider(context)) return; // Spark's own provider, under the checkpoint file layer
           warmUp(context);
           openAhead(context);
           MoveWarmUp.run(ProviderSettings.from(context.conf()));
@@ -46,6 +47,14 @@ public final class StatestorePlugin implements SparkPlugin {
         starter.start(); // the executor's start-up does not wait for the node
       }
     };
+  }
+
+  /** Whether the application's stateful queries run on our provider (the default class too: a user may set it per
+   * session), not on Spark's RocksDB provider with our checkpoint file layer under it, whose loads our warm-ups do
+   * not help. */
+  private static boolean runsOurProvider(PluginContext context) {
+    String provider = context.conf().get("spark.sql.streaming.stateStore.providerClass", "");
+    return !provider.equals("org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider");
   }
 
   private static void warmUp(PluginContext context) {

@@ -1,0 +1,376 @@
+"""File-level replicas of partitions that run on Spark's own RocksDB provider (README, "Under Spark's own
+provider"): the node's side of the replica-aware checkpoint file layer.
+
+Primary side: the executor's JVM tells its node of each state file of a partition it kept a copy of (`FILE_KEPT` on
+the local channel). The node reports itself the partition's primary, with the newest version it has files of, as it
+does for our provider's partitions, so the controller places the partition's replica group, steers it after a loss
+and shows it in status. It then ships each file (`Replication.KeepFile`) to the group's other nodes, and every file
+it holds of the partition to a node that joins the group.
+
+Replica side: a node that receives a file writes it into its host's copies directory (`host_copies`), where the
+executor's JVM on that host serves it to a load, and reports the newest version it holds files of
+(`replicas_held`): the controller's failover steers a lost partition to the holder with the newest files.
+
+A load never depends on these copies being complete: a file without a local copy is read from the checkpoint
+location (`ReplicaFiles.java`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from statestore import auth
+from statestore.logs import log_event
+from statestore.node.host_copies import INDEX_SUFFIX, FileCopyError, HostCopies, state_file_version
+from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
+from statestore.partition_key import partition_key
+from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication_pb2_grpc
+
+_log = logging.getLogger("statestore.node.file_replicas")
+_CHUNK_BYTES = 1 << 20
+_SEND_ATTEMPTS = 3
+_SCAN_TTL_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class KeptFile:
+    """A state file this node's host kept a copy of: its checkpoint path, name under the partition's directory,
+    version (0 for an SST), size, CRC32 and the local copy."""
+
+    checkpoint_path: str
+    name: str
+    version: int
+    size: int
+    crc32: int
+    copy_path: Path
+
+
+@dataclass
+class _FilePrimary:
+    store: common_pb2.StoreRef
+    files: dict[str, KeptFile] = field(default_factory=dict)  # name -> file
+    version: int = 0
+    committed_at: float = field(default_factory=time.monotonic)
+    place: control_pb2.SparkPlace | None = None
+    group: list[control_pb2.NodeRef] = field(default_factory=list)
+    acked: dict[str, int] = field(default_factory=dict)  # member node id -> newest version it keeps
+
+
+@dataclass
+class _FileReplica:
+    store: common_pb2.StoreRef
+    version: int = 0
+    size_bytes: int = 0
+    names: dict[str, str] = field(default_factory=dict)  # name -> checkpoint path, of the files kept here
+
+
+class FileReplicas:
+    """The node's file-level replicas: the partitions its executor writes files of (primary) and the files peers
+    shipped here (replica). `ask_groups` asks for a heartbeat now (a partition without a known group)."""
+
+    def __init__(self, settings: NodeSettings, ask_groups: Callable[[], None]) -> None:
+        self._settings = settings
+        self._ask_groups = ask_groups
+        directory = settings.replica_files_dir
+        self.copies = HostCopies(directory, settings.identity) if directory is not None else None
+        self._lock = threading.Lock()
+        self._primaries: dict[str, _FilePrimary] = {}
+        self._replicas: dict[str, _FileReplica] = {}
+        self._demoted: dict[str, int] = {}  # partition key -> version the controller judged another node fresher at
+        self._sends: queue.SimpleQueue[tuple[control_pb2.NodeRef, str, KeptFile, int] | None] = queue.SimpleQueue()
+        self._channels: dict[str, tuple[str, grpc.Channel]] = {}  # node id -> (address, channel)
+        self._scan: tuple[float, dict[str, list[KeptFile]]] = (float("-inf"), {})
+        self._sender = threading.Thread(target=self._send_loop, name="file-replicas", daemon=True)
+        self._sender.start()
+
+    # ----------------------------------------------------------------- primary side
+
+    def kept(self, store: common_pb2.StoreRef, file: KeptFile, place: control_pb2.SparkPlace | None) -> str:
+        """The executor kept a copy of `file`, a state file of partition `store` (normalized): this node is the
+        partition's primary (unless the controller judged another node fresher since), and ships the file to
+        the partition's replica group. Returns a note for the local channel's reply."""
+        key = partition_key(store)
+        with self._lock:
+            if file.version and self._demoted.get(key, -1) >= file.version:
+                return f"not primary of {store.store_id}: another node committed it more recently"
+            self._demoted.pop(key, None)
+            partition = self._primaries.get(key)
+            claimed = partition is None
+            if partition is None:
+                partition = self._primaries[key] = _FilePrimary(store)
+            partition.files[file.name] = file
+            if file.version >= partition.version:
+                partition.version = file.version
+                partition.committed_at = time.monotonic()
+            if place is not None and place.run_id:
+                partition.place = place
+            members = list(partition.group)
+        if claimed:
+            log_event(_log, "file_primary", store=store.store_id, checkpoint=store.checkpoint_dir)
+            self._sends.put((control_pb2.NodeRef(), key, file, -1))  # adopt the host's other copies of it
+            self._ask_groups()
+        for node in members:
+            self._sends.put((node, key, file, 0))
+        return f"shipping to {len(members)} replica(s)" if members else "no replica group yet"
+
+    def set_groups(self, groups: list[control_pb2.ReplicaGroup]) -> None:
+        """The controller's replica groups: a member that joins a file partition's group gets every file of it
+        this host holds."""
+        for group in groups:
+            key = partition_key(group.store)
+            with self._lock:
+                partition = self._primaries.get(key)
+                if partition is None:
+                    continue
+                before = {(n.node_id, n.address) for n in partition.group}
+                partition.group = list(group.replicas)
+                joined = [n for n in partition.group if (n.node_id, n.address) not in before]
+                for node in joined:
+                    partition.acked.pop(node.node_id, None)
+                files = _in_load_order(partition.files.values())
+            for node in joined:
+                log_event(
+                    _log, "file_replica_joined", store=group.store.store_id, replica=node.node_id, files=len(files)
+                )
+                for file in files:
+                    self._sends.put((node, key, file, 0))
+
+    def demote(self, claims: list[common_pb2.VersionHeld]) -> None:
+        """The controller's demotions: stop claiming each partition another node committed more recently, unless
+        this host kept a file of a later version since."""
+        with self._lock:
+            for claim in claims:
+                key = partition_key(claim.store)
+                partition = self._primaries.get(key)
+                if partition is None or partition.version > claim.version:
+                    continue
+                self._demoted[key] = claim.version
+                del self._primaries[key]
+                log_event(_log, "file_primary_demoted", store=claim.store.store_id, version=partition.version)
+
+    def reports(self) -> list[control_pb2.PrimaryReport]:
+        """A primary report per file partition: its newest version, when it was written, and each member's."""
+        now = time.monotonic()
+        with self._lock:
+            reports = []
+            for partition in self._primaries.values():
+                report = control_pb2.PrimaryReport(
+                    version=partition.version,
+                    seconds_since_commit=max(now - partition.committed_at, 0.0),
+                    replicas=[
+                        control_pb2.ReplicaProgress(node_id=n.node_id, acked_version=partition.acked.get(n.node_id, 0))
+                        for n in partition.group
+                    ],
+                )
+                report.store.CopyFrom(partition.store)
+                if partition.place is not None:
+                    report.place.CopyFrom(partition.place)
+                reports.append(report)
+        return reports
+
+    def is_primary(self, store: common_pb2.StoreRef) -> bool:
+        """Whether this node claims file partition `store`."""
+        with self._lock:
+            return partition_key(store) in self._primaries
+
+    # ----------------------------------------------------------------- replica side
+
+    def receive(self, chunks: Iterator[replication_pb2.FileCopyChunk]) -> replication_pb2.FileCopyKept:
+        """`Replication.KeepFile`: keep the shipped file in this host's copies directory."""
+        first = next(chunks, None)
+        if first is None or not first.HasField("header"):
+            return replication_pb2.FileCopyKept(kept=False, detail="the stream did not begin with a FileCopyHeader")
+        header = first.header
+        if self.copies is None:
+            return replication_pb2.FileCopyKept(
+                kept=False, detail=f"{self._settings.identity} keeps no file copies (its replica files dir is unset)"
+            )
+        with self._lock:
+            if partition_key(header.store) in self._primaries:
+                return replication_pb2.FileCopyKept(
+                    kept=False, detail=f"{self._settings.identity} is the primary of {header.store.store_id} now"
+                )
+
+        def data() -> Iterator[bytes]:
+            if first.data:
+                yield first.data
+            for chunk in chunks:
+                yield chunk.data
+
+        try:
+            done = self.copies.write(header.checkpoint_path, header.name, header.size, header.crc32, data())
+        except (FileCopyError, OSError) as exc:
+            log_event(_log, "file_copy_refused", logging.WARNING, store=header.store.store_id, file=header.name,
+                      error=str(exc))  # fmt: skip
+            return replication_pb2.FileCopyKept(kept=False, detail=str(exc))
+        key = partition_key(header.store)
+        with self._lock:
+            replica = self._replicas.setdefault(key, _FileReplica(header.store))
+            replica.names[header.name] = header.checkpoint_path
+            replica.version = max(replica.version, header.version)
+            replica.size_bytes += header.size if done != "already held" else 0
+        if header.name.endswith(".zip"):
+            self._prune(key)
+        return replication_pb2.FileCopyKept(kept=True, detail=done)
+
+    def held(self) -> list[common_pb2.VersionHeld]:
+        """The newest version this node holds files of, per file partition it is a replica of."""
+        with self._lock:
+            return [
+                common_pb2.VersionHeld(store=r.store, version=r.version, size_bytes=r.size_bytes)
+                for r in self._replicas.values()
+                if r.version > 0
+            ]
+
+    def retire(self, stores: list[common_pb2.StoreRef]) -> None:
+        """The controller retired this node's replicas of `stores`: the copies peers shipped here go."""
+        for store in stores:
+            with self._lock:
+                replica = self._replicas.pop(partition_key(store), None)
+            if replica is None or self.copies is None:
+                continue
+            removed = sum(self.copies.delete_shipped(path, name) for name, path in replica.names.items())
+            log_event(_log, "file_replica_retired", store=store.store_id, copies_removed=removed)
+
+    def _prune(self, key: str) -> None:
+        """Drop the shipped copies of partition `key` whose checkpoint file is gone (Spark's retention deleted it),
+        for a checkpoint location on this machine's file system."""
+        with self._lock:
+            replica = self._replicas.get(key)
+            names = dict(replica.names) if replica else {}
+        if self.copies is None or not replica or not replica.store.checkpoint_dir.startswith("/"):
+            return
+        gone = [name for name, path in names.items() if not os.path.exists(path)]
+        for name in gone:
+            self.copies.delete_shipped(names[name], name)
+        with self._lock:
+            for name in gone:
+                replica.names.pop(name, None)
+
+    # ----------------------------------------------------------------- shipping
+
+    def _send_loop(self) -> None:
+        while (item := self._sends.get()) is not None:
+            node, key, file, attempt = item
+            if attempt < 0:
+                self._adopt_host_copies(key, file)
+                continue
+            try:
+                self._send(node, key, file)
+            except grpc.RpcError as exc:
+                if attempt + 1 < _SEND_ATTEMPTS:
+                    time.sleep(min(0.2 * 2**attempt, 2.0))
+                    self._sends.put((node, key, file, attempt + 1))
+                else:
+                    log_event(_log, "file_ship_failed", logging.WARNING, replica=node.node_id, file=file.name,
+                              code=exc.code().name, detail=exc.details())  # fmt: skip
+            except Exception as exc:  # the sender thread must outlive any one file
+                log_event(
+                    _log, "file_ship_failed", logging.ERROR, replica=node.node_id, file=file.name, error=repr(exc)
+                )
+
+    def _send(self, node: control_pb2.NodeRef, key: str, file: KeptFile) -> None:
+        with self._lock:
+            partition = self._primaries.get(key)
+            if partition is None or all(n.node_id != node.node_id for n in partition.group):
+                return  # no longer primary, or the node left the group
+            store = partition.store
+        if not file.copy_path.exists():
+            return  # Spark's retention deleted it meanwhile
+        header = replication_pb2.FileCopyHeader(
+            checkpoint_path=file.checkpoint_path, name=file.name, size=file.size, crc32=file.crc32, version=file.version
+        )
+        header.store.CopyFrom(store)
+
+        def chunks() -> Iterator[replication_pb2.FileCopyChunk]:
+            yield replication_pb2.FileCopyChunk(header=header)
+            with contextlib.suppress(OSError), open(file.copy_path, "rb") as source:
+                while data := source.read(_CHUNK_BYTES):
+                    yield replication_pb2.FileCopyChunk(data=data)
+
+        stub = replication_pb2_grpc.ReplicationStub(self._channel(node))
+        answer = stub.KeepFile(chunks(), timeout=max(30.0, file.size / (8 << 20)))
+        if not answer.kept:
+            log_event(_log, "file_not_kept", store=store.store_id, replica=node.node_id, file=file.name,
+                      detail=answer.detail)  # fmt: skip
+            return
+        with self._lock:
+            partition = self._primaries.get(key)
+            if partition is not None and file.version > partition.acked.get(node.node_id, 0):
+                partition.acked[node.node_id] = file.version
+
+    def _channel(self, node: control_pb2.NodeRef) -> grpc.Channel:
+        known = self._channels.get(node.node_id)
+        if known is not None and known[0] == node.address:
+            return known[1]
+        if known is not None:
+            known[1].close()
+        channel = auth.channel(node.address, options=GRPC_MESSAGE_OPTIONS)
+        self._channels[node.node_id] = (node.address, channel)
+        return channel
+
+    def _adopt_host_copies(self, key: str, sample: KeptFile) -> None:
+        """A partition newly claimed here (its task moved to this executor): the host's other copies of its files
+        (the snapshot and changelogs its load read, shipped here or kept by an earlier executor) are its files
+        too, shipped to replicas that join its group."""
+        if self.copies is None:
+            return
+        partition_dir = sample.checkpoint_path[: -len(sample.name) - 1]
+        found = self._host_copies_by_partition().get(partition_dir, [])
+        with self._lock:
+            partition = self._primaries.get(key)
+            if partition is None:
+                return
+            for file in found:
+                partition.files.setdefault(file.name, file)
+
+    def _host_copies_by_partition(self) -> dict[str, list[KeptFile]]:
+        """Every copy in the host's directory, by partition directory (one read of the directory every few
+        seconds at most: a failover claims many partitions at once)."""
+        at, by_partition = self._scan
+        if time.monotonic() - at < _SCAN_TTL_SECONDS:
+            return by_partition
+        by_partition = {}
+        assert self.copies is not None
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.copies.directory):
+                if not entry.name.endswith(INDEX_SUFFIX) or entry.name.startswith("."):
+                    continue
+                try:
+                    lines = Path(entry.path).read_text("utf-8").splitlines()
+                    path, size, crc = lines[0], int(lines[1]), int(lines[2])
+                except (OSError, ValueError, IndexError, UnicodeDecodeError):
+                    continue
+                partition_dir, _, base = path.rpartition("/")
+                name = base
+                if partition_dir.endswith("/SSTs"):
+                    partition_dir, name = partition_dir[: -len("/SSTs")], f"SSTs/{base}"
+                version = state_file_version(name)
+                if version is None:
+                    continue
+                copy = Path(entry.path[: -len(INDEX_SUFFIX)])
+                by_partition.setdefault(partition_dir, []).append(KeptFile(path, name, version, size, crc, copy))
+        self._scan = (time.monotonic(), by_partition)
+        return by_partition
+
+    def close(self) -> None:
+        """Stop shipping and close the channels to peers."""
+        self._sends.put(None)
+        self._sender.join(timeout=5)
+        for _address, channel in self._channels.values():
+            channel.close()
+
+
+def _in_load_order(files: Iterable[KeptFile]) -> list[KeptFile]:
+    """Files in the order a load wants them: SSTs and snapshots first, then changelogs by version."""
+    return sorted(files, key=lambda f: (f.name.endswith(".changelog"), f.version, f.name))

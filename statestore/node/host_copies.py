@@ -1,0 +1,156 @@
+"""This host's copies of Spark's RocksDB provider's state files, in the directory format the Java checkpoint file
+layer keeps and serves (docs/formats.md section 7): a node writes there the files a peer's host shipped, so that a
+load on this host reads them from local disk.
+
+The Java side (`ReplicaFiles.java`) writes the copies of what this host's executors write; a node only adds the
+copies it received. A copy the host's own JVM wrote is never replaced by a shipped one: the JVM's write is the
+newer (a batch re-run here rewrites the file), and a late shipment from the partition's old host must not win over
+it. Entries a node wrote carry a fourth index line, `node <its id>`, which the Java side ignores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import uuid
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+INDEX_SUFFIX = ".index"
+COPIES_DIR_NAME = "statestore-replica-files"
+# A state file's name under its partition's directory (StateFilePath.java): an SST, a snapshot, a changelog.
+_STATE_FILE_NAME = re.compile(r"^(?:SSTs/[^/]+\.sst|(?P<version>\d+)(?:_[0-9a-fA-F-]+)?\.(?:zip|changelog))$")
+_NODE_MARK = "node "
+
+
+class FileCopyError(Exception):
+    """A shipped file was not kept; the message says why."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """An index entry: the checkpoint path a copy is of, the file's size and CRC32, and the node that kept it from a
+    peer's shipment ("" when this host's JVM wrote it)."""
+
+    checkpoint_path: str
+    size: int
+    crc32: int
+    kept_by_node: str
+
+
+def state_file_version(name: str) -> int | None:
+    """The version state file `name` belongs to (0 for an SST), or None when `name` is no state file name."""
+    match = _STATE_FILE_NAME.match(name)
+    if match is None:
+        return None
+    return int(match.group("version") or 0)
+
+
+def copy_name(checkpoint_path: str, name: str) -> str:
+    """The copy's file name (`<digest>-<name>`): the first 16 hex digits of the name-based (MD5) UUID of the
+    checkpoint path, as Java's `UUID.nameUUIDFromBytes` makes it, then the name with `/` as `_`."""
+    digest = bytearray(hashlib.md5(checkpoint_path.encode("utf-8")).digest())
+    digest[6] = (digest[6] & 0x0F) | 0x30  # version 3
+    digest[8] = (digest[8] & 0x3F) | 0x80  # IETF variant
+    return digest.hex()[:16] + "-" + name.replace("/", "_")
+
+
+class HostCopies:
+    """The host's copies directory (`<base>/statestore-replica-files`), shared with its executors' JVMs."""
+
+    def __init__(self, directory: Path, node_id: str) -> None:
+        self.directory = directory
+        self._node_id = node_id
+
+    def copy_path(self, checkpoint_path: str, name: str) -> Path:
+        """Where the copy of `checkpoint_path` (whose name under its partition is `name`) lives."""
+        return self.directory / copy_name(checkpoint_path, name)
+
+    def entry(self, checkpoint_path: str, name: str) -> Entry | None:
+        """The index entry of `checkpoint_path`'s copy, None when there is none (or it is of another path)."""
+        index = Path(str(self.copy_path(checkpoint_path, name)) + INDEX_SUFFIX)
+        try:
+            lines = index.read_text("utf-8").splitlines()
+            if len(lines) < 3 or lines[0] != checkpoint_path:
+                return None
+            kept_by_node = lines[3][len(_NODE_MARK) :] if len(lines) > 3 and lines[3].startswith(_NODE_MARK) else ""
+            return Entry(lines[0], int(lines[1]), int(lines[2]), kept_by_node)
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
+
+    def holds(self, checkpoint_path: str, name: str, size: int, crc32: int) -> bool:
+        """Whether the host has a copy of `checkpoint_path` with that size and checksum."""
+        entry = self.entry(checkpoint_path, name)
+        if entry is None or (entry.size, entry.crc32) != (size, crc32):
+            return False
+        try:
+            return self.copy_path(checkpoint_path, name).stat().st_size == size
+        except OSError:
+            return False
+
+    def write(self, checkpoint_path: str, name: str, size: int, crc32: int, chunks: Iterable[bytes]) -> str:
+        """Keep `chunks` (the file's bytes in order) as the copy of `checkpoint_path`; returns what was done.
+        Raises FileCopyError when the bytes are not `size` long with CRC32 `crc32`, when the name is no state
+        file's, or when this host's JVM wrote its own copy of the path (never replaced from a peer)."""
+        _check_names(checkpoint_path, name)
+        if self.holds(checkpoint_path, name, size, crc32):
+            for _ in chunks:  # the rest of the stream
+                pass
+            return "already held"
+        existing = self.entry(checkpoint_path, name)
+        if existing is not None and not existing.kept_by_node:
+            raise FileCopyError(f"this host's executor wrote its own copy of {checkpoint_path}: kept, not replaced")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        copy = self.copy_path(checkpoint_path, name)
+        staging = self.directory / f".{copy.name}.{uuid.uuid4()}.tmp"
+        crc = 0
+        written = 0
+        try:
+            with open(staging, "wb") as out:
+                for chunk in chunks:
+                    out.write(chunk)
+                    crc = zlib.crc32(chunk, crc)
+                    written += len(chunk)
+                    if written > size:
+                        raise FileCopyError(f"{checkpoint_path}: more than the {size} bytes announced arrived")
+            if (written, crc) != (size, crc32):
+                raise FileCopyError(
+                    f"{checkpoint_path}: {written} bytes with CRC32 {crc} arrived, not {size} with {crc32}"
+                )
+            os.replace(staging, copy)
+        finally:
+            staging.unlink(missing_ok=True)
+        self._write_index(copy, f"{checkpoint_path}\n{size}\n{crc32}\n{_NODE_MARK}{self._node_id}\n")
+        return f"kept {size} bytes"
+
+    def delete_shipped(self, checkpoint_path: str, name: str) -> bool:
+        """Remove the copy of `checkpoint_path` if a peer shipped it (never one this host's JVM wrote)."""
+        entry = self.entry(checkpoint_path, name)
+        if entry is None or not entry.kept_by_node:
+            return False
+        copy = self.copy_path(checkpoint_path, name)
+        with contextlib.suppress(OSError):
+            Path(str(copy) + INDEX_SUFFIX).unlink()
+        with contextlib.suppress(OSError):
+            copy.unlink()
+        return True
+
+    def _write_index(self, copy: Path, text: str) -> None:
+        index = Path(str(copy) + INDEX_SUFFIX)
+        staging = self.directory / f".{index.name}.{uuid.uuid4()}.tmp"
+        try:
+            staging.write_text(text, "utf-8")
+            os.replace(staging, index)
+        finally:
+            staging.unlink(missing_ok=True)
+
+
+def _check_names(checkpoint_path: str, name: str) -> None:
+    if state_file_version(name) is None:
+        raise FileCopyError(f"{name!r} is not the name of a state file of Spark's RocksDB provider")
+    if not checkpoint_path.endswith("/" + name) or "/state/" not in checkpoint_path or "\x00" in checkpoint_path:
+        raise FileCopyError(f"{checkpoint_path!r} is not a state file's checkpoint path ending in {name!r}")

@@ -1,0 +1,129 @@
+"""File-level replicas of partitions on Spark's own RocksDB provider (statestore.node.file_replicas): a node told of
+its host's state file copies (FILE_KEPT on the local channel, as the executor's checkpoint file layer sends it)
+reports itself the partition's primary, the controller places its replica group, and the copies land in the
+group's hosts' copies directories in the format the Java layer serves (docs/formats.md section 7). Real controller
+and node processes over gRPC; the copies directory's format is checked against Java's own naming."""
+
+from __future__ import annotations
+
+import socket
+import zlib
+from pathlib import Path
+
+import pytest
+from test_node_harness import running_cluster, wait_until
+
+from statestore.contract.local_channel_frames import REPLY, STATUS_ACCEPTED, FileKept, decode_reply, encode_file_kept
+from statestore.node.host_copies import FileCopyError, HostCopies, copy_name, state_file_version
+from statestore.node.local_channel import read_frame
+
+STORE_ID = "0/3/default"
+
+
+def keep_like_the_executor(copies: Path, checkpoint_path: str, name: str, data: bytes) -> Path:
+    """A copy and its three-line index entry as the executor's JVM writes them (ReplicaFiles.java)."""
+    copies.mkdir(parents=True, exist_ok=True)
+    copy = copies / copy_name(checkpoint_path, name)
+    copy.write_bytes(data)
+    Path(f"{copy}.index").write_text(f"{checkpoint_path}\n{len(data)}\n{zlib.crc32(data)}\n")
+    return copy
+
+
+def tell_node(sock: Path, message: FileKept) -> str:
+    """Send one FILE_KEPT on the node's local channel and return its REPLY's note."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(10)
+        conn.connect(str(sock))
+        conn.sendall(encode_file_kept(message))
+        frame = read_frame(conn)
+    assert frame is not None and frame[0] == REPLY
+    reply = decode_reply(frame[1])
+    assert reply.status == STATUS_ACCEPTED, reply.message
+    return reply.message
+
+
+def test_copy_names_and_versions_follow_the_java_layer() -> None:
+    # Produced by Java's UUID.nameUUIDFromBytes, as ReplicaFiles.java names copies.
+    assert copy_name("/tmp/ckpt/state/0/3/2.changelog", "2.changelog") == "bb38a2748938345c-2.changelog"
+    assert (
+        copy_name("/data/q1/state/1/17/SSTs/000008-5f0c.sst", "SSTs/000008-5f0c.sst")
+        == "caeb70ea7b6a3c6c-SSTs_000008-5f0c.sst"
+    )
+    assert state_file_version("12.changelog") == 12
+    assert state_file_version("7_0f3c9a2e-1b2c-4d5e-8f90-123456789abc.zip") == 7
+    assert state_file_version("SSTs/000008-5f0c.sst") == 0
+    assert state_file_version("../12.changelog") is None
+    assert state_file_version("metadata") is None
+
+
+def test_a_shipped_copy_is_checked_and_never_replaces_the_hosts_own(tmp_path: Path) -> None:
+    copies = HostCopies(tmp_path / "copies", "node-b")
+    path = "/ckpt/state/0/3/4.changelog"
+    data = b"changelog bytes" * 100
+    with pytest.raises(FileCopyError, match="arrived, not"):
+        copies.write(path, "4.changelog", len(data), zlib.crc32(data) ^ 1, [data])
+    assert not list((tmp_path / "copies").iterdir()), "a refused file leaves nothing behind"
+    with pytest.raises(FileCopyError, match="not the name of a state file"):
+        copies.write("/ckpt/state/0/3/../x", "../x", 1, 0, [b"x"])
+    assert copies.write(path, "4.changelog", len(data), zlib.crc32(data), iter([data[:700], data[700:]])).startswith(
+        "kept"
+    )
+    entry = copies.entry(path, "4.changelog")
+    assert entry is not None and entry.kept_by_node == "node-b" and entry.size == len(data)
+    assert copies.copy_path(path, "4.changelog").read_bytes() == data
+    assert copies.write(path, "4.changelog", len(data), zlib.crc32(data), iter([data])) == "already held"
+
+    # The host's executor rewrote the file (a re-run batch): its copy wins over any shipment.
+    own = b"rewritten here" * 90
+    keep_like_the_executor(tmp_path / "copies", path, "4.changelog", own)
+    with pytest.raises(FileCopyError, match="wrote its own copy"):
+        copies.write(path, "4.changelog", len(data), zlib.crc32(data), iter([data]))
+    assert not copies.delete_shipped(path, "4.changelog")
+    assert copies.copy_path(path, "4.changelog").read_bytes() == own
+
+
+def test_files_a_node_is_told_of_reach_the_replica_groups_host(tmp_path: Path) -> None:
+    names = ("a", "b", "c")
+    extra = {n: ("--local-socket", str(tmp_path / f"{n}.sock"), "--replica-files-dir", str(tmp_path / f"{n}-copies"))
+             for n in names}  # fmt: skip
+    partition = tmp_path / "ckpt" / "state" / "0" / "3"
+    files = {
+        "SSTs/000008-5f0c.sst": b"sst" * 5000,
+        "1.changelog": b"one" * 300,
+        "2.changelog": b"two" * 310,
+        "2.zip": b"zip" * 2000,
+    }
+    with running_cluster(tmp_path, names, q=1, extra=extra) as cluster:
+        for name, data in files.items():
+            checkpoint_file = partition / name
+            checkpoint_file.parent.mkdir(parents=True, exist_ok=True)
+            checkpoint_file.write_bytes(data)
+            copy = keep_like_the_executor(tmp_path / "a-copies", str(checkpoint_file), name, data)
+            note = tell_node(
+                tmp_path / "a.sock",
+                FileKept(STORE_ID, str(partition), str(checkpoint_file), name, state_file_version(name) or 0,
+                         len(data), zlib.crc32(data), str(copy), "3f1c6a53-8c2e-4d0b-9a41-6f0e2d7b5c10",
+                         f"file:{tmp_path}/ckpt/state", "1", "127.0.0.1"),
+            )  # fmt: skip
+            assert note.startswith(("shipping to", "no replica group yet")), note
+
+        def replica_with_version_2() -> str | None:
+            for p in cluster.status().partitions:
+                if p.store.store_id == STORE_ID and p.primary_node == "a":
+                    held = [r.node_id for r in p.replicas if r.version_held == 2]
+                    return held[0] if held else None
+            return None
+
+        replica = wait_until(replica_with_version_2, 30, "a replica holding version 2 of the file partition")
+        other = next(n for n in ("b", "c") if n != replica)
+        peer = HostCopies(tmp_path / f"{replica}-copies", replica)
+        for name, data in files.items():
+            path = str(partition / name)
+            wait_until(lambda p=path, n=name: peer.entry(p, n) is not None, 20, f"{name} on {replica}'s host")
+            assert peer.copy_path(path, name).read_bytes() == data
+            entry = peer.entry(path, name)
+            assert entry is not None
+            assert (entry.size, entry.crc32, entry.kept_by_node) == (len(data), zlib.crc32(data), replica)
+        assert not (tmp_path / f"{other}-copies").exists() or not list((tmp_path / f"{other}-copies").iterdir())
+        status = next(p for p in cluster.status().partitions if p.store.store_id == STORE_ID)
+        assert status.primary_node == "a"

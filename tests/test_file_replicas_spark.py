@@ -1,0 +1,256 @@
+"""A lost host under Spark's own RocksDB provider: a Spark standalone master and three workers on loopback, each
+worker a "host" with a copies directory of its own (`STATESTORE_REPLICA_FILES_DIR` in its environment, as an
+operator sets it per host), `enable(spark_rocksdb=True)` with its default replication (q=1). Each executor's state
+node ships the state files its host keeps to the partition's replica group on another worker; the controller
+steers the partitions of a killed executor to the executors holding their newest files.
+
+The executor holding the most partitions is killed with SIGKILL and its host's copies are deleted (the host is
+gone), then every state file in the checkpoint location is overwritten by junk: the lost partitions reload only if
+each one's files were shipped and Spark ran it where they are, and every batch must equal an exact recomputation.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyspark
+import pytest
+from test_replica_fs import overwrite_state_files_with_junk
+
+from spark_provider.local_cluster import executor_pids, kill_executor
+
+SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
+WORKERS = ("w1", "w2", "w3")
+PARTITIONS = 4
+TIMEOUT = 180.0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait(condition: Any, what: str, timeout: float = TIMEOUT) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout:.0f}s for {what}")
+        time.sleep(0.2)
+    return found
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class LoopbackCluster:
+    """A standalone master and one-core workers on 127.0.0.1, each worker with its own work, local and copies
+    directories."""
+
+    root: Path
+    master_port: int = 0
+    processes: list[subprocess.Popen] | None = None
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.master_port}"
+
+    def copies(self, worker: str) -> Path:
+        """The worker's base directory for copies (its executors keep them in `statestore-replica-files` there)."""
+        return self.root / worker / "copies"
+
+    def shipped(self, worker: str) -> list[str]:
+        """The checkpoint paths of the copies a state node kept on the worker's host from a peer's shipment."""
+        entries = (self.copies(worker) / "statestore-replica-files").glob("*.index")
+        return [text.split("\n")[0] for index in entries if "\nnode " in (text := index.read_text())]
+
+    def work(self, worker: str) -> Path:
+        return self.root / worker / "work"
+
+    def start(self) -> None:
+        self.processes = []
+        self.master_port = _free_port()
+        self._start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                               str(self.master_port), "--webui-port", str(_free_port())], {})  # fmt: skip
+        _wait(lambda: _listening(self.master_port), "the master to listen", 60)
+        for worker in WORKERS:
+            port = _free_port()
+            (self.root / worker / "local").mkdir(parents=True)
+            env = {
+                "SPARK_LOCAL_DIRS": str(self.root / worker / "local"),
+                "STATESTORE_REPLICA_FILES_DIR": str(self.copies(worker)),
+            }
+            self._start(worker, ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", str(port),
+                                 "--webui-port", str(_free_port()), "--cores", "1", "--memory", "1g", "--work-dir",
+                                 str(self.work(worker)), self.master_url], env)  # fmt: skip
+            _wait(lambda p=port: _listening(p), f"worker {worker} to listen", 60)
+
+    def _start(self, name: str, argv: list[str], env: dict[str, str]) -> None:
+        assert self.processes is not None
+        log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - the daemon writes it until close()
+        environment = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(self.root),
+                       "PYSPARK_PYTHON": sys.executable, **env}  # fmt: skip
+        self.processes.append(subprocess.Popen([str(SPARK_CLASS), *argv], stdout=log, stderr=subprocess.STDOUT,
+                                               env=environment))  # fmt: skip
+
+    def worker_of(self, executor_pid: int) -> str:
+        """The worker whose executor runs as process `executor_pid` (by its copies directory)."""
+        environ = Path(f"/proc/{executor_pid}/environ").read_bytes().split(b"\0")
+        for worker in WORKERS:
+            if f"STATESTORE_REPLICA_FILES_DIR={self.copies(worker)}".encode() in environ:
+                return worker
+        raise AssertionError(f"process {executor_pid} is no worker's executor")
+
+    def executor_logs(self, app_id: str) -> dict[str, str]:
+        return {
+            f"{log.parent.name}": log.read_text(errors="replace")
+            for worker in WORKERS
+            for log in sorted((self.work(worker) / app_id).glob("*/stderr"))
+        }
+
+    def close(self) -> None:
+        for process in reversed(self.processes or []):
+            process.kill()
+            process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackCluster]:
+    started = LoopbackCluster(tmp_path_factory.mktemp("loopback-cluster"))
+    try:
+        started.start()
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.fixture(scope="module")
+def spark(cluster: LoopbackCluster) -> Iterator[Any]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import spark_provider
+
+    builder = (
+        SparkSession.builder.master(cluster.master_url)
+        .appName("file-replicas-spark")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.cores.max", str(len(WORKERS)))
+        .config("spark.executor.cores", "1")
+        .config("spark.executor.memory", "768m")
+        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.locality.wait", "30s")  # the lost partitions run where the controller steered them
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
+        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
+    )
+    session = spark_provider.enable(builder, spark_rocksdb=True).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    _wait(lambda: len(executor_pids()) >= len(WORKERS), "an executor on every worker", 120)
+    yield session
+    session.stop()
+
+
+def _state_reads(log: str) -> list[tuple[str, str]]:
+    """(store id, "its local copy" or "the checkpoint location") of each state file read this executor logged."""
+    return re.findall(r"statestore-fs: (\S+) read \d+ bytes of \S+ \S+ from (its local copy|the checkpoint location)",
+                      log)  # fmt: skip
+
+
+def test_a_lost_hosts_partitions_load_from_the_files_its_node_shipped_to_other_hosts(
+    spark: Any, cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    from pyspark.sql import functions as F
+
+    import spark_provider
+
+    source, checkpoint = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    batches: list[list[tuple[int, int]]] = []
+    outputs: dict[int, list[tuple[int, int, int]]] = {}
+
+    def feed(batch: int) -> None:
+        lines = [f"{(batch * 31 + i) % 60},{i}" for i in range(600)]
+        batches.append([(int(k), int(v)) for k, v in (line.split(",") for line in lines)])
+        (source / f"{batch:03d}.csv").write_text("\n".join(lines) + "\n")
+
+    def record(frame: Any, batch_id: int) -> None:
+        outputs[batch_id] = sorted((r["k"], r["n"], r["s"]) for r in frame.collect())
+
+    def processed(count: int) -> bool:
+        if query.exception() is not None:
+            raise AssertionError(f"the query failed: {query.exception()}")
+        return count - 1 in outputs
+
+    def exact(batch: int) -> None:
+        totals: dict[int, tuple[int, int]] = {}
+        for rows in batches[: batch + 1]:
+            for k, v in rows:
+                n, s = totals.get(k, (0, 0))
+                totals[k] = (n + 1, s + v)
+        assert outputs[batch] == sorted((k, n, s) for k, (n, s) in totals.items()), f"batch {batch}"
+
+    events = spark.readStream.schema("k INT, v INT").option("maxFilesPerTrigger", 1).csv(str(source))
+    query = (
+        events.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
+        .writeStream.outputMode("complete").foreachBatch(record).queryName("file_replicas")
+        .option("checkpointLocation", str(checkpoint)).trigger(processingTime="200 milliseconds").start()
+    )  # fmt: skip
+    try:
+        for batch in range(4):
+            feed(batch)
+            _wait(lambda b=batch: processed(b + 1), f"batch {batch}")
+            exact(batch)
+
+        def caught_up() -> dict[str, str] | None:
+            """Partition -> primary node (executor id), once the controller knows every partition and each one's
+            replica holds its newest version."""
+            reply = spark_provider.status(spark=spark)
+            mine = [p for p in reply.partitions if p.store.checkpoint_dir.startswith(str(checkpoint))]
+            if len(mine) < PARTITIONS:
+                return None
+            for p in mine:
+                if not p.replicas or any(r.version_held < p.primary_version for r in p.replicas):
+                    return None
+            return {p.store.store_id: p.primary_node for p in mine}
+
+        primaries = _wait(caught_up, "every partition's replica to hold its newest files")
+        victim = max(sorted(set(primaries.values())), key=lambda e: (list(primaries.values()).count(e), e))
+        lost = {store for store, node in primaries.items() if node == victim}
+        pids = executor_pids()
+        host = cluster.worker_of(pids[victim])
+        before = cluster.executor_logs(spark.sparkContext.applicationId)
+        kill_executor(victim)
+        shutil.rmtree(cluster.copies(host))  # the host is gone with its disk
+        shipped = [path for worker in WORKERS if worker != host for path in cluster.shipped(worker)]
+        for store in lost:
+            partition = store.rsplit("/", 1)[0]
+            assert any(f"/state/{partition}/" in path for path in shipped), f"no file of {store} was shipped"
+        assert overwrite_state_files_with_junk(checkpoint) > 0
+        for batch in range(4, 6):
+            feed(batch)
+            _wait(lambda b=batch: processed(b + 1), f"batch {batch} after executor {victim} on {host} was killed")
+            exact(batch)
+    finally:
+        query.stop()
+
+    after = cluster.executor_logs(spark.sparkContext.applicationId)
+    reads = [read for executor, log in after.items() if executor != victim
+             for read in _state_reads(log[len(before.get(executor, "")):])]  # fmt: skip
+    assert not [r for r in reads if r[1] == "the checkpoint location"], reads
+    assert lost <= {store for store, where in reads if where == "its local copy"}, (lost, reads)
