@@ -13,7 +13,18 @@ from pathlib import Path
 import pytest
 from test_node_harness import running_cluster, wait_until
 
-from statestore.contract.local_channel_frames import REPLY, STATUS_ACCEPTED, FileKept, decode_reply, encode_file_kept
+from statestore.contract.local_channel_frames import (
+    REPLY,
+    SOURCE_CHECKPOINT,
+    SOURCE_REPLICA,
+    STATUS_ACCEPTED,
+    FileKept,
+    FileRead,
+    decode_reply,
+    encode_file_kept,
+    encode_file_read,
+)
+from statestore.controller.status import describe_load
 from statestore.node.host_copies import FileCopyError, HostCopies, copy_name, state_file_version
 from statestore.node.local_channel import read_frame
 
@@ -29,12 +40,12 @@ def keep_like_the_executor(copies: Path, checkpoint_path: str, name: str, data: 
     return copy
 
 
-def tell_node(sock: Path, message: FileKept) -> str:
-    """Send one FILE_KEPT on the node's local channel and return its REPLY's note."""
+def tell_node(sock: Path, message: FileKept | FileRead) -> str:
+    """Send one FILE_KEPT or FILE_READ on the node's local channel and return its REPLY's note."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(10)
         conn.connect(str(sock))
-        conn.sendall(encode_file_kept(message))
+        conn.sendall(encode_file_kept(message) if isinstance(message, FileKept) else encode_file_read(message))
         frame = read_frame(conn)
     assert frame is not None and frame[0] == REPLY
     reply = decode_reply(frame[1])
@@ -106,6 +117,12 @@ def test_files_a_node_is_told_of_reach_the_replica_groups_host(tmp_path: Path) -
                          f"file:{tmp_path}/ckpt/state", "1", "127.0.0.1"),
             )  # fmt: skip
             assert note.startswith(("shipping to", "no replica group yet")), note
+        # What the load before those writes read, and from where: the partition's load report in status.
+        for name, size, source in (("2.zip", 6000, SOURCE_REPLICA), ("SSTs/000008-5f0c.sst", 15000, SOURCE_REPLICA),
+                                   ("3.changelog", 930, SOURCE_CHECKPOINT)):  # fmt: skip
+            version = state_file_version(name) or 0
+            read = FileRead(STORE_ID, str(partition), name, version, size, source)
+            assert tell_node(tmp_path / "a.sock", read) == "counted"
 
         def replica_with_version_2() -> str | None:
             for p in cluster.status().partitions:
@@ -127,3 +144,7 @@ def test_files_a_node_is_told_of_reach_the_replica_groups_host(tmp_path: Path) -
         assert not (tmp_path / f"{other}-copies").exists() or not list((tmp_path / f"{other}-copies").iterdir())
         status = next(p for p in cluster.status().partitions if p.store.store_id == STORE_ID)
         assert status.primary_node == "a"
+        load = status.last_load
+        assert (load.bytes_replica_files, load.bytes_checkpoint, load.bytes_local_files) == (21000, 930, 0)
+        assert (load.source, load.from_version, load.versions_applied) == ("replica files", 2, 1)
+        assert describe_load(load) == "replica files 0.0 MiB, checkpoint 0.0 MiB v2+1"

@@ -167,9 +167,10 @@ def spark(cluster: LoopbackCluster) -> Iterator[Any]:
 
 
 def _state_reads(log: str) -> list[tuple[str, str]]:
-    """(store id, "its local copy" or "the checkpoint location") of each state file read this executor logged."""
-    return re.findall(r"statestore-fs: (\S+) read \d+ bytes of \S+ \S+ from (its local copy|the checkpoint location)",
-                      log)  # fmt: skip
+    """(store id, where from) of each state file read this executor logged: "its local copy (shipped by a peer)",
+    "its local copy" (this host's executors kept it) or "the checkpoint location"."""
+    where = r"(its local copy \(shipped by a peer\)|its local copy|the checkpoint location)"
+    return re.findall(r"statestore-fs: (\S+) read \d+ bytes of \S+ \S+ from " + where, log)
 
 
 def test_a_lost_hosts_partitions_load_from_the_files_its_node_shipped_to_other_hosts(
@@ -253,4 +254,15 @@ def test_a_lost_hosts_partitions_load_from_the_files_its_node_shipped_to_other_h
     reads = [read for executor, log in after.items() if executor != victim
              for read in _state_reads(log[len(before.get(executor, "")):])]  # fmt: skip
     assert not [r for r in reads if r[1] == "the checkpoint location"], reads
-    assert lost <= {store for store, where in reads if where == "its local copy"}, (lost, reads)
+    assert lost <= {store for store, where in reads if where == "its local copy (shipped by a peer)"}, (lost, reads)
+
+    def loads_reported() -> list[Any] | None:
+        """The lost partitions' load reports in status, once their new primaries reported them."""
+        reply = spark_provider.status(spark=spark)
+        found = [p for p in reply.partitions if p.store.store_id in lost and p.store.checkpoint_dir.startswith(
+            str(checkpoint)) and p.primary_node != victim and p.HasField("last_load")]  # fmt: skip
+        return found if len(found) == len(lost) else None
+
+    for partition in _wait(loads_reported, "the lost partitions' loads in status", 60):
+        load = partition.last_load
+        assert load.bytes_replica_files > 0 and load.bytes_checkpoint == 0, (partition.store.store_id, load)

@@ -34,6 +34,7 @@ INCOMING = 8
 INCOMING_LIST = 9
 LOAD = 10
 FILE_KEPT = 11
+FILE_READ = 12
 
 # reply status
 STATUS_ACCEPTED = 0
@@ -71,6 +72,7 @@ FRAME_NAMES = {
     9: "INCOMING_LIST",
     10: "LOAD",
     11: "FILE_KEPT",
+    12: "FILE_READ",
 }
 
 
@@ -566,3 +568,48 @@ def decode_file_kept(fields: bytes) -> FileKept:
         executor_id,
         executor_host,
     )
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """A `FILE_READ` frame (provider -> node): the checkpoint file layer under Spark's own RocksDB provider read
+    `bytes` of the partition's state file `name` (of `version`, 0 for an SST) for a load: from a copy this host's
+    executors kept (`source` 0), from a copy a peer's node shipped here (1), or from the checkpoint location (3).
+    The node sums a load's reads per partition for `statestore status`. Answered with status 0."""
+
+    store_id: str
+    checkpoint_dir: str
+    name: str
+    version: int
+    bytes: int
+    source: int
+
+
+def encode_file_read(message: FileRead) -> bytes:
+    """The whole `FILE_READ` frame of `message`."""
+    fields = b"".join(
+        (
+            pack_str(message.store_id),
+            pack_str(message.checkpoint_dir),
+            pack_str(message.name),
+            pack_u64(message.version),
+            pack_u64(message.bytes),
+            pack_u8(message.source),
+        )
+    )
+    return frame(FILE_READ, fields)
+
+
+def decode_file_read(fields: bytes) -> FileRead:
+    """The `FILE_READ` message whose fields (after the type byte) are `fields`. Raises FrameError."""
+    reader = Reader(fields)
+    store_id = reader.string()
+    checkpoint_dir = reader.string()
+    name = reader.string()
+    version = reader.u64()
+    bytes = reader.u64()
+    source = reader.u8()
+    if source not in (0, 1, 2, 3):
+        raise FrameError(f"unknown load source {source}")
+    reader.end()
+    return FileRead(store_id, checkpoint_dir, name, version, bytes, source)

@@ -40,6 +40,10 @@ _log = logging.getLogger("statestore.node.file_replicas")
 _CHUNK_BYTES = 1 << 20
 _SEND_ATTEMPTS = 3
 _SCAN_TTL_SECONDS = 5.0
+# Reads of a partition's state files this far apart belong to two loads.
+_LOAD_GAP_SECONDS = 10.0
+# FILE_READ's sources (the local channel's load source codes) and how status names them.
+_READ_SOURCES = {0: "local files", 1: "replica files", 3: "checkpoint"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,32 @@ class _FilePrimary:
 
 
 @dataclass
+class _FileLoad:
+    """What a load of a partition on Spark's provider read: bytes by source, the newest version it read files of,
+    and when its first and last reads were."""
+
+    bytes_by_source: dict[int, int] = field(default_factory=dict)
+    version: int = 0
+    from_version: int = 0
+    started: float = field(default_factory=time.monotonic)
+    last: float = field(default_factory=time.monotonic)
+
+    def report(self, now: float) -> control_pb2.LoadReport:
+        most = max(self.bytes_by_source, key=lambda s: self.bytes_by_source[s]) if self.bytes_by_source else 3
+        return control_pb2.LoadReport(
+            source=_READ_SOURCES.get(most, "checkpoint"),
+            version=self.version,
+            from_version=self.from_version,
+            versions_applied=max(self.version - self.from_version, 0),
+            millis=int((self.last - self.started) * 1000),
+            seconds_ago=max(now - self.last, 0.0),
+            bytes_local_files=self.bytes_by_source.get(0, 0),
+            bytes_replica_files=self.bytes_by_source.get(1, 0),
+            bytes_checkpoint=self.bytes_by_source.get(3, 0),
+        )
+
+
+@dataclass
 class _FileReplica:
     store: common_pb2.StoreRef
     version: int = 0
@@ -86,6 +116,7 @@ class FileReplicas:
         self._lock = threading.Lock()
         self._primaries: dict[str, _FilePrimary] = {}
         self._replicas: dict[str, _FileReplica] = {}
+        self._loads: dict[str, _FileLoad] = {}  # partition key -> its last load on this executor
         self._demoted: dict[str, int] = {}  # partition key -> version the controller judged another node fresher at
         self._sends: queue.SimpleQueue[tuple[control_pb2.NodeRef, str, KeptFile, int] | None] = queue.SimpleQueue()
         self._channels: dict[str, tuple[str, grpc.Channel]] = {}  # node id -> (address, channel)
@@ -122,6 +153,25 @@ class FileReplicas:
         for node in members:
             self._sends.put((node, key, file, 0))
         return f"shipping to {len(members)} replica(s)" if members else "no replica group yet"
+
+    def read(self, store: common_pb2.StoreRef, name: str, version: int, size: int, source: int) -> str:
+        """A load on this executor read `size` bytes of the partition's state file `name` (of `version`, 0 for an
+        SST) from `source` (FILE_READ): summed per load, for the partition's load report."""
+        if source not in _READ_SOURCES:
+            return f"unknown source {source}: ignored"
+        key = partition_key(store)
+        now = time.monotonic()
+        with self._lock:
+            load = self._loads.get(key)
+            if load is None or now - load.last > _LOAD_GAP_SECONDS:
+                load = self._loads[key] = _FileLoad(started=now)
+            load.last = now
+            load.bytes_by_source[source] = load.bytes_by_source.get(source, 0) + size
+            if version:
+                if name.endswith(".zip"):
+                    load.from_version = version
+                load.version = max(load.version, version)
+        return "counted"
 
     def set_groups(self, groups: list[control_pb2.ReplicaGroup]) -> None:
         """The controller's replica groups: a member that joins a file partition's group gets every file of it
@@ -175,6 +225,9 @@ class FileReplicas:
                 report.store.CopyFrom(partition.store)
                 if partition.place is not None:
                     report.place.CopyFrom(partition.place)
+                load = self._loads.get(partition_key(partition.store))
+                if load is not None:
+                    report.last_load.CopyFrom(load.report(now))
                 reports.append(report)
         return reports
 

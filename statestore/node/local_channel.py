@@ -30,6 +30,7 @@ from statestore.contract.local_channel_frames import (
     COMMITTED,
     DEMOTE,
     FILE_KEPT,
+    FILE_READ,
     FLAG_PEER,
     FLAG_REWRITES_HISTORY,
     FLAG_SYNC,
@@ -55,6 +56,7 @@ from statestore.contract.local_channel_frames import (
     Committed,
     Demote,
     FileKept,
+    FileRead,
     Incoming,
     IncomingList,
     IncomingRequest,
@@ -67,6 +69,7 @@ from statestore.contract.local_channel_frames import (
     decode_committed,
     decode_demote,
     decode_file_kept,
+    decode_file_read,
     decode_incoming,
     decode_incoming_list,
     decode_load,
@@ -78,6 +81,7 @@ from statestore.contract.local_channel_frames import (
     encode_committed,
     encode_demote,
     encode_file_kept,
+    encode_file_read,
     encode_incoming,
     encode_incoming_list,
     encode_load,
@@ -126,6 +130,7 @@ __all__ = [
     "Committed",
     "Demote",
     "FileKept",
+    "FileRead",
     "FrameError",
     "Incoming",
     "IncomingList",
@@ -139,6 +144,7 @@ __all__ = [
     "decode_committed",
     "decode_demote",
     "decode_file_kept",
+    "decode_file_read",
     "decode_incoming",
     "decode_incoming_list",
     "decode_load",
@@ -150,6 +156,7 @@ __all__ = [
     "encode_committed",
     "encode_demote",
     "encode_file_kept",
+    "encode_file_read",
     "encode_incoming",
     "encode_incoming_list",
     "encode_load",
@@ -258,6 +265,9 @@ class LocalPrimary(Protocol):
 
     def file_kept(self, store: common_pb2.StoreRef, message: FileKept) -> str:
         """FILE_KEPT: ship a state file of a partition on Spark's own provider to its group; returns a note."""
+
+    def file_read(self, store: common_pb2.StoreRef, message: FileRead) -> str:
+        """FILE_READ: count what a load of a partition on Spark's own provider read; returns a note."""
 
 
 class LocalChannelServer:
@@ -369,6 +379,7 @@ class LocalChannelServer:
             DEMOTE: self._answer_demote,
             LOAD: self._answer_load,
             FILE_KEPT: self._answer_file_kept,
+            FILE_READ: self._answer_file_read,
         }
         handler = handlers.get(frame_type)
         if handler is None:
@@ -456,6 +467,9 @@ class LocalChannelServer:
 
     def _answer_file_kept(self, fields: bytes) -> Reply:
         return _noted("FILE_KEPT", fields, decode_file_kept, self._primary.file_kept)
+
+    def _answer_file_read(self, fields: bytes) -> Reply:
+        return _noted("FILE_READ", fields, decode_file_read, self._primary.file_read)
 
     def stop(self) -> None:
         """Stop accepting, close every connection and remove the socket file."""

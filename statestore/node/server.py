@@ -30,6 +30,7 @@ from statestore.node.local_channel import (
     Committed,
     Demote,
     FileKept,
+    FileRead,
     Incoming,
     Load,
     LocalChannelError,
@@ -338,6 +339,11 @@ class StateNode:
             message.checkpoint_path, message.name, message.version, message.size, message.crc32, Path(message.copy_path)
         )
         return self.file_replicas.kept(store, file, place)
+
+    def file_read(self, store: common_pb2.StoreRef, message: FileRead) -> str:
+        """FILE_READ: what a load of a partition on Spark's provider read of one state file, and from where."""
+        assert self.file_replicas is not None
+        return self.file_replicas.read(store, message.name, message.version, message.bytes, message.source)
 
     def stop(self, grace: float = 5.0) -> None:
         """Stop serving (in-flight calls get `grace` seconds), stop shipping, close the replicas."""

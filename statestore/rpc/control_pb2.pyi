@@ -200,20 +200,26 @@ class PartitionLoad(_message.Message):
     def __init__(self, task_millis: _Optional[float] = ..., rows_written: _Optional[float] = ..., state_bytes: _Optional[int] = ..., batches: _Optional[int] = ...) -> None: ...
 
 class LoadReport(_message.Message):
-    __slots__ = ("source", "version", "from_version", "versions_applied", "millis", "seconds_ago")
+    __slots__ = ("source", "version", "from_version", "versions_applied", "millis", "seconds_ago", "bytes_local_files", "bytes_replica_files", "bytes_checkpoint")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     FROM_VERSION_FIELD_NUMBER: _ClassVar[int]
     VERSIONS_APPLIED_FIELD_NUMBER: _ClassVar[int]
     MILLIS_FIELD_NUMBER: _ClassVar[int]
     SECONDS_AGO_FIELD_NUMBER: _ClassVar[int]
+    BYTES_LOCAL_FILES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_REPLICA_FILES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     source: str
     version: int
     from_version: int
     versions_applied: int
     millis: int
     seconds_ago: float
-    def __init__(self, source: _Optional[str] = ..., version: _Optional[int] = ..., from_version: _Optional[int] = ..., versions_applied: _Optional[int] = ..., millis: _Optional[int] = ..., seconds_ago: _Optional[float] = ...) -> None: ...
+    bytes_local_files: int
+    bytes_replica_files: int
+    bytes_checkpoint: int
+    def __init__(self, source: _Optional[str] = ..., version: _Optional[int] = ..., from_version: _Optional[int] = ..., versions_applied: _Optional[int] = ..., millis: _Optional[int] = ..., seconds_ago: _Optional[float] = ..., bytes_local_files: _Optional[int] = ..., bytes_replica_files: _Optional[int] = ..., bytes_checkpoint: _Optional[int] = ...) -> None: ...
 
 class SparkPlace(_message.Message):
     __slots__ = ("run_id", "state_root", "executor_id", "executor_host")

@@ -41,27 +41,29 @@ final class CheckpointReads {
 
   /** {@code in}, counting what is read of state file {@code file} (unchanged when {@code file} is null). */
   static FSDataInputStream counted(FSDataInputStream in, StateFilePath file) throws IOException {
-    return counted(in, file, false);
+    return counted(in, file, FrameCodec.SOURCE_CHECKPOINT);
   }
 
-  /** {@code in}, counting what is read of {@code file}, from a local copy when {@code fromCopy}. */
-  static FSDataInputStream counted(FSDataInputStream in, StateFilePath file, boolean fromCopy) throws IOException {
+  /** {@code in}, counting what is read of {@code file} from {@code source}: a copy this host's executors kept
+   * ({@code SOURCE_LOCAL}), one a peer's node shipped here ({@code SOURCE_REPLICA}), or the checkpoint location
+   * ({@code SOURCE_CHECKPOINT}). The executor's state node hears of it for the partition's load report. */
+  static FSDataInputStream counted(FSDataInputStream in, StateFilePath file, int source) throws IOException {
     // FSDataInputStream's constructor declares IOException; wrapping never throws it.
-    return file == null ? in : new FSDataInputStream(new Counting(in, file, fromCopy));
+    return file == null ? in : new FSDataInputStream(new Counting(in, file, source));
   }
 
   /** A stream over another that counts the bytes read through it and reports them when closed. */
   private static final class Counting extends FSInputStream {
     private final FSDataInputStream in;
     private final StateFilePath file;
-    private final boolean fromCopy;
+    private final int source;
     private long read;
     private boolean closed;
 
-    Counting(FSDataInputStream in, StateFilePath file, boolean fromCopy) {
+    Counting(FSDataInputStream in, StateFilePath file, int source) {
       this.in = in;
       this.file = file;
-      this.fromCopy = fromCopy;
+      this.source = source;
     }
 
     private int counted(int n) {
@@ -122,10 +124,13 @@ final class CheckpointReads {
       if (closed) return;
       closed = true;
       in.close();
+      boolean fromCopy = source != FrameCodec.SOURCE_CHECKPOINT;
       (fromCopy ? SERVED : BYTES).get(file.kind()).add(read);
       LOG.info("statestore-fs: {} read {} bytes of {} {} from {}", file.storeId(), read,
           file.kind().name().toLowerCase(java.util.Locale.ROOT), file.name(),
-          fromCopy ? "its local copy" : "the checkpoint location");
+          !fromCopy ? "the checkpoint location"
+              : source == FrameCodec.SOURCE_REPLICA ? "its local copy (shipped by a peer)" : "its local copy");
+      FileShipping.read(file, read, source);
     }
   }
 }

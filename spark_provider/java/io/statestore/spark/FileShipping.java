@@ -43,6 +43,15 @@ final class FileShipping {
         runId.isEmpty() ? "" : LocalChannel.executorId(), runId.isEmpty() ? "" : LocalChannel.executorHost()), spec);
   }
 
+  /** The load of state file {@code file} read {@code bytes} from {@code source} (FrameCodec's load sources): queued
+   * for the node, which sums a load's reads per partition for {@code statestore status}. */
+  static void read(StateFilePath file, long bytes, int source) {
+    LocalChannel c = channel();
+    if (c == null) return;
+    c.fileRead(new FrameCodec.FileRead(file.storeId(), file.partitionDir(), file.name(), file.version(), bytes,
+        source), spec);
+  }
+
   /** The query run whose task this thread runs ("" off a task thread): a streaming query runs each batch's jobs in
    * a job group named by its run id. */
   private static String runId() {

@@ -22,6 +22,7 @@ final class FrameCodec {
   static final byte INCOMING_LIST = 9;
   static final byte LOAD = 10;
   static final byte FILE_KEPT = 11;
+  static final byte FILE_READ = 12;
 
   // reply status
   static final int STATUS_ACCEPTED = 0;
@@ -366,6 +367,35 @@ final class FrameCodec {
     String executorHost = r.str();
     r.end();
     return new FileKept(storeId, checkpointDir, checkpointPath, name, version, size, crc32, copyPath, runId, stateRoot, executorId, executorHost);
+  }
+
+  /** A FILE_READ frame (provider -&gt; node). */
+  record FileRead(String storeId, String checkpointDir, String name, long version, long bytes, int source) {}
+
+  /** The whole FILE_READ frame of {@code m}, length prefix included. */
+  static ByteBuffer encode(FileRead m) {
+    Writer w = new Writer();
+    w.str(m.storeId());
+    w.str(m.checkpointDir());
+    w.str(m.name());
+    w.u64(m.version());
+    w.u64(m.bytes());
+    w.u8(m.source());
+    return w.frame(FILE_READ);
+  }
+
+  /** The FILE_READ message in {@code body} (after the type byte). */
+  static FileRead decodeFileRead(ByteBuffer body) throws IOException {
+    Reader r = new Reader(body, "FILE_READ");
+    String storeId = r.str();
+    String checkpointDir = r.str();
+    String name = r.str();
+    long version = r.u64();
+    long bytes = r.u64();
+    int source = r.u8();
+    if (source != 0 && source != 1 && source != 2 && source != 3) throw r.bad("unknown load source " + source);
+    r.end();
+    return new FileRead(storeId, checkpointDir, name, version, bytes, source);
   }
 
   /** Writes fields in order (big-endian, strings u16-prefixed), then frames them. */

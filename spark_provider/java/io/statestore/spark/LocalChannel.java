@@ -321,6 +321,11 @@ final class LocalChannel {
     notice("file copy", kept.storeId(), kept.checkpointDir(), kept.version(), FrameCodec.encode(kept), spec, null);
   }
 
+  /** Tells the node what a load read of one of the partition's state files, and from where ({@link FileShipping}). */
+  void fileRead(FrameCodec.FileRead read, NodeSidecar.Spec spec) {
+    notice("file read", read.storeId(), read.checkpointDir(), read.version(), FrameCodec.encode(read), spec, null);
+  }
+
   /** What the batch that committed {@code version} cost its executor (LOAD), after that version's COMMITTED. */
   void load(String storeId, String checkpointDir, long version, long taskMillis, long rowsWritten, long stateBytes,
       int executorCores, NodeSidecar.Spec spec) {

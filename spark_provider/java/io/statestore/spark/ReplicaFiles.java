@@ -40,8 +40,10 @@ final class ReplicaFiles {
   static final String DIR_ENV = "STATESTORE_REPLICA_FILES_DIR";
   private static final String INDEX_SUFFIX = ".index";
 
-  /** A kept copy: its local file, and the checkpoint file's size and CRC32 when it was kept. */
-  record Copy(File file, long size, long crc) {}
+  /** A kept copy: its local file, the checkpoint file's size and CRC32 when it was kept, and whether a state node
+   * kept it from a peer host's shipment (its index entry's fourth line, {@code node <id>}) rather than this host's
+   * executors. */
+  record Copy(File file, long size, long crc, boolean shipped) {}
 
   /** This JVM's view of the index: entries it wrote or found on disk and verified. */
   private static final Map<String, Copy> COPIES = new ConcurrentHashMap<>();
@@ -104,7 +106,8 @@ final class ReplicaFiles {
     try {
       List<String> lines = Files.readAllLines(indexFile(copy).toPath(), StandardCharsets.UTF_8);
       if (lines.size() < 3 || !lines.get(0).equals(key)) return null;
-      return new Copy(copy, Long.parseLong(lines.get(1)), Long.parseLong(lines.get(2)));
+      return new Copy(copy, Long.parseLong(lines.get(1)), Long.parseLong(lines.get(2)),
+          lines.size() > 3 && lines.get(3).startsWith("node "));
     } catch (IOException | RuntimeException e) {
       return null;
     }
@@ -158,7 +161,7 @@ final class ReplicaFiles {
       try {
         Files.move(staging.toPath(), copy.toPath(), StandardCopyOption.REPLACE_EXISTING,
             StandardCopyOption.ATOMIC_MOVE);
-        Copy kept = new Copy(copy, copy.length(), crc.getValue());
+        Copy kept = new Copy(copy, copy.length(), crc.getValue(), false);
         writeIndex(key, kept);
         COPIES.put(key, kept);
         FileShipping.kept(key, location, file, kept);
@@ -309,7 +312,7 @@ final class ReplicaFiles {
     if (copy != null) {
       FSDataInputStream served = opener.open(new Path(copy.file().toURI()), true);
       return CheckpointReads.counted(new FSDataInputStream(new VerifyingStream(served, path, file, copy)), file,
-          true);
+          copy.shipped() ? FrameCodec.SOURCE_REPLICA : FrameCodec.SOURCE_LOCAL);
     }
     FSDataInputStream in = opener.open(path, false);
     try {

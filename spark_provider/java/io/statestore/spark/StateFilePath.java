@@ -37,6 +37,12 @@ record StateFilePath(Kind kind, String checkpointRoot, int operator, int partiti
     return Long.parseLong(name.substring(0, end));
   }
 
+  /** The path part of the directory Spark keeps the store partition's files in (a store other than the default one
+   * has its own directory under the partition's). */
+  String partitionDir() {
+    return checkpointRoot + "/state/" + operator + "/" + partition + ("default".equals(storeName) ? "" : "/" + storeName);
+  }
+
   /** The partition's store, as our logs name stores: operator/partition/store name. */
   String storeId() {
     return operator + "/" + partition + "/" + storeName;
