@@ -173,68 +173,77 @@ def _state_reads(log: str) -> list[tuple[str, str]]:
     return re.findall(r"statestore-fs: (\S+) read \d+ bytes of \S+ \S+ from " + where, log)
 
 
-def test_a_lost_hosts_partitions_load_from_the_files_its_node_shipped_to_other_hosts(
-    spark: Any, cluster: LoopbackCluster, tmp_path: Path
-) -> None:
-    from pyspark.sql import functions as F
+class Aggregation:
+    """A streaming count and sum per key over CSV files, one file per micro-batch, on Spark's provider: every
+    batch's output (complete mode) is checked against an exact recomputation."""
 
-    import spark_provider
+    def __init__(self, spark: Any, root: Path, name: str) -> None:
+        from pyspark.sql import functions as F
 
-    source, checkpoint = tmp_path / "in", tmp_path / "ck"
-    source.mkdir()
-    batches: list[list[tuple[int, int]]] = []
-    outputs: dict[int, list[tuple[int, int, int]]] = {}
+        self.source, self.checkpoint = root / "in", root / "ck"
+        self.source.mkdir()
+        self.batches: list[list[tuple[int, int]]] = []
+        self.outputs: dict[int, list[tuple[int, int, int]]] = {}
+        events = spark.readStream.schema("k INT, v INT").option("maxFilesPerTrigger", 1).csv(str(self.source))
+        self.query = (
+            events.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
+            .writeStream.outputMode("complete").foreachBatch(self._record).queryName(name)
+            .option("checkpointLocation", str(self.checkpoint)).trigger(processingTime="200 milliseconds").start()
+        )  # fmt: skip
 
-    def feed(batch: int) -> None:
+    def _record(self, frame: Any, batch_id: int) -> None:
+        self.outputs[batch_id] = sorted((r["k"], r["n"], r["s"]) for r in frame.collect())
+
+    def run_batch(self, why: str = "") -> None:
+        """Feed the next batch's file, wait for its output and check it."""
+        batch = len(self.batches)
         lines = [f"{(batch * 31 + i) % 60},{i}" for i in range(600)]
-        batches.append([(int(k), int(v)) for k, v in (line.split(",") for line in lines)])
-        (source / f"{batch:03d}.csv").write_text("\n".join(lines) + "\n")
-
-    def record(frame: Any, batch_id: int) -> None:
-        outputs[batch_id] = sorted((r["k"], r["n"], r["s"]) for r in frame.collect())
-
-    def processed(count: int) -> bool:
-        if query.exception() is not None:
-            raise AssertionError(f"the query failed: {query.exception()}")
-        return count - 1 in outputs
-
-    def exact(batch: int) -> None:
+        self.batches.append([(int(k), int(v)) for k, v in (line.split(",") for line in lines)])
+        (self.source / f"{batch:03d}.csv").write_text("\n".join(lines) + "\n")
+        _wait(lambda: self._processed(batch), f"batch {batch}{why}")
         totals: dict[int, tuple[int, int]] = {}
-        for rows in batches[: batch + 1]:
+        for rows in self.batches:
             for k, v in rows:
                 n, s = totals.get(k, (0, 0))
                 totals[k] = (n + 1, s + v)
-        assert outputs[batch] == sorted((k, n, s) for k, (n, s) in totals.items()), f"batch {batch}"
+        assert self.outputs[batch] == sorted((k, n, s) for k, (n, s) in totals.items()), f"batch {batch}"
 
-    events = spark.readStream.schema("k INT, v INT").option("maxFilesPerTrigger", 1).csv(str(source))
-    query = (
-        events.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
-        .writeStream.outputMode("complete").foreachBatch(record).queryName("file_replicas")
-        .option("checkpointLocation", str(checkpoint)).trigger(processingTime="200 milliseconds").start()
-    )  # fmt: skip
-    try:
-        for batch in range(4):
-            feed(batch)
-            _wait(lambda b=batch: processed(b + 1), f"batch {batch}")
-            exact(batch)
+    def _processed(self, batch: int) -> bool:
+        if self.query.exception() is not None:
+            raise AssertionError(f"the query failed: {self.query.exception()}")
+        return batch in self.outputs
 
-        def caught_up() -> dict[str, str] | None:
-            """Partition -> primary node (executor id), once the controller knows every partition and each one's
-            replica holds its newest version."""
-            reply = spark_provider.status(spark=spark)
-            mine = [p for p in reply.partitions if p.store.checkpoint_dir.startswith(str(checkpoint))]
-            if len(mine) < PARTITIONS:
+    def partitions(self, spark: Any) -> list[Any]:
+        """This query's partitions in the controller's status."""
+        import spark_provider
+
+        reply = spark_provider.status(spark=spark)
+        return [p for p in reply.partitions if p.store.checkpoint_dir.startswith(str(self.checkpoint))]
+
+    def caught_up(self, spark: Any) -> dict[str, Any] | None:
+        """Store id -> status, once the controller knows every partition and each one's replica holds the files
+        of its newest version."""
+        mine = self.partitions(spark)
+        if len(mine) < PARTITIONS:
+            return None
+        for p in mine:
+            if not p.replicas or any(r.version_held < p.primary_version for r in p.replicas):
                 return None
-            for p in mine:
-                if not p.replicas or any(r.version_held < p.primary_version for r in p.replicas):
-                    return None
-            return {p.store.store_id: p.primary_node for p in mine}
+        return {p.store.store_id: p for p in mine}
 
-        primaries = _wait(caught_up, "every partition's replica to hold its newest files")
+
+def test_a_lost_hosts_partitions_load_from_the_files_its_node_shipped_to_other_hosts(
+    spark: Any, cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    query = Aggregation(spark, tmp_path, "file_replicas_failover")
+    try:
+        for _ in range(4):
+            query.run_batch()
+        partitions = _wait(lambda: query.caught_up(spark), "every partition's replica to hold its newest files")
+        primaries = {store: p.primary_node for store, p in partitions.items()}
         victim = max(sorted(set(primaries.values())), key=lambda e: (list(primaries.values()).count(e), e))
         lost = {store for store, node in primaries.items() if node == victim}
-        pids = executor_pids()
-        host = cluster.worker_of(pids[victim])
+        host = cluster.worker_of(executor_pids()[victim])
         before = cluster.executor_logs(spark.sparkContext.applicationId)
         kill_executor(victim)
         shutil.rmtree(cluster.copies(host))  # the host is gone with its disk
@@ -242,13 +251,11 @@ def test_a_lost_hosts_partitions_load_from_the_files_its_node_shipped_to_other_h
         for store in lost:
             partition = store.rsplit("/", 1)[0]
             assert any(f"/state/{partition}/" in path for path in shipped), f"no file of {store} was shipped"
-        assert overwrite_state_files_with_junk(checkpoint) > 0
-        for batch in range(4, 6):
-            feed(batch)
-            _wait(lambda b=batch: processed(b + 1), f"batch {batch} after executor {victim} on {host} was killed")
-            exact(batch)
+        assert overwrite_state_files_with_junk(query.checkpoint) > 0
+        for _ in range(2):
+            query.run_batch(f" after executor {victim} on {host} was killed")
     finally:
-        query.stop()
+        query.query.stop()
 
     after = cluster.executor_logs(spark.sparkContext.applicationId)
     reads = [read for executor, log in after.items() if executor != victim
@@ -258,11 +265,44 @@ def test_a_lost_hosts_partitions_load_from_the_files_its_node_shipped_to_other_h
 
     def loads_reported() -> list[Any] | None:
         """The lost partitions' load reports in status, once their new primaries reported them."""
-        reply = spark_provider.status(spark=spark)
-        found = [p for p in reply.partitions if p.store.store_id in lost and p.store.checkpoint_dir.startswith(
-            str(checkpoint)) and p.primary_node != victim and p.HasField("last_load")]  # fmt: skip
+        found = [p for p in query.partitions(spark)
+                 if p.store.store_id in lost and p.primary_node != victim and p.HasField("last_load")]  # fmt: skip
         return found if len(found) == len(lost) else None
 
     for partition in _wait(loads_reported, "the lost partitions' loads in status", 60):
         load = partition.last_load
         assert load.bytes_replica_files > 0 and load.bytes_checkpoint == 0, (partition.store.store_id, load)
+
+
+def test_a_planned_move_loads_the_partition_from_the_files_shipped_to_its_target(
+    spark: Any, cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """`move` of a partition on Spark's provider to the executor holding its replica files: the controller steers
+    it there, its load there reads the shipped copies (none of the checkpoint location's SST files), the target
+    becomes its primary, and every batch is exact."""
+    import spark_provider
+
+    query = Aggregation(spark, tmp_path, "file_replicas_move")
+    try:
+        for _ in range(4):
+            query.run_batch()
+        partitions = _wait(lambda: query.caught_up(spark), "every partition's replica to hold its newest files")
+        store, moved = sorted(partitions.items())[0]
+        source, target = moved.primary_node, moved.replicas[0].node_id
+        before = cluster.executor_logs(spark.sparkContext.applicationId)
+        started = spark_provider.move({store: target}, query=str(query.checkpoint), wait=False, spark=spark)
+        assert not started.error, started.error
+
+        def moved_to_target() -> bool:
+            query.run_batch(f" while {store} moves from executor {source} to {target}")
+            return any(p.store.store_id == store and p.primary_node == target for p in query.partitions(spark))
+
+        _wait(moved_to_target, f"{store} to move to executor {target}", 120)
+        query.run_batch(" after the move")
+    finally:
+        query.query.stop()
+    after = cluster.executor_logs(spark.sparkContext.applicationId)
+    reads = [where for where_store, where in _state_reads(after[target][len(before.get(target, "")):])
+             if where_store == store]  # fmt: skip
+    assert "its local copy (shipped by a peer)" in reads, reads
+    assert "the checkpoint location" not in reads, reads
