@@ -42,6 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,10 @@ PARTITIONS = 4  # --partitions sets it (Spark's default is 200)
 EXECUTORS = 3
 PROVIDERS = ("ours", "spark")
 EXTRA_CONF: dict[str, str] = {}  # Spark confs a caller adds to every application (own_provider_bench's tuning)
+# A directory on a slow remote store (bench/throttled_fs.py) that checkpoint locations go under, and how many bytes
+# have been read from that store so far (own_provider_bench's remote half); None: checkpoints beside the run.
+REMOTE_CHECKPOINTS: Path | None = None
+REMOTE_READ_BYTES: Callable[[], int] | None = None
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 TARGETS = {"restore_growth": 1.5, "restore_ratio_quick": 0.2, "restore_ratio_full": 0.05, "stall_ratio": 0.5}
 # Executors log with milliseconds, so that a Spark RocksDB store's "Loading v" / "Loaded v" lines time its load.
@@ -350,6 +355,7 @@ def kill_once(
         raise RuntimeError(f"executor {victim} is not a JVM on this machine")
     killed_at = datetime.datetime.now()
     record.killed_at = killed_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    remote_before = REMOTE_READ_BYTES() if REMOTE_READ_BYTES else 0
     kill_executor(victim)
     log(f"{provider} {size}: kill {kill + 1}: executor {victim}, partitions {record.lost_partitions}")
     if settle:
@@ -380,6 +386,8 @@ def kill_once(
         record.source = "local copies" if reads["copy_bytes"] and not reads["checkpoint_bytes"] else "checkpoint"
         record.restore_detail = {str(p): {"source": record.source, "millis": ms} for p, ms in times.items()}
         record.restore_detail["reads"] = reads
+    if REMOTE_READ_BYTES is not None:  # everything the kill's batch read from the remote store, whoever read it
+        record.restore_detail["remote_read_bytes"] = REMOTE_READ_BYTES() - remote_before
     log(f"{provider} {size}: kill {kill + 1}: post-kill batch {record.post_kill_ms} ms (steady median "
         f"{steady:.0f} ms), restore per lost partition {record.restore_ms:.0f} ms from {record.source}")
     # 6. a few more batches
@@ -397,6 +405,11 @@ def run_one(
     root = work / f"{provider}-{size_bytes}"
     shutil.rmtree(root, ignore_errors=True)
     (root / "input").mkdir(parents=True)
+    if REMOTE_CHECKPOINTS is not None:
+        remote = REMOTE_CHECKPOINTS / root.name
+        shutil.rmtree(remote, ignore_errors=True)
+        remote.mkdir(parents=True)
+        (root / "checkpoint").symlink_to(remote)
     spark = start_spark(provider, root)
     query = None
     fed = 0
