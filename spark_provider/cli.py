@@ -80,15 +80,16 @@ def _build_jar(args: argparse.Namespace) -> int:
     return 0
 
 
-def spark_conf_lines(settings: dict[str, str], jar: str, python: str, defaults_file: bool = False) -> list[str]:
-    """The confs that run an application on our provider with `settings` (keyword names or conf keys to
-    values, checked: a SettingError names a bad one), as `spark-submit` arguments or spark-defaults.conf lines.
-    Only settings given (and those the provider needs) are listed; every other one keeps its default."""
+def _settings_confs(settings: dict[str, str], base: dict[str, str], python: str, file_layer: bool) -> dict[str, str]:
+    """`base` with the confs of `settings` (keyword names or conf keys to values, checked: a SettingError names a bad
+    one, or with `file_layer` one that configures only our provider), and, with replication on, the plugin (each executor's node, the driver's
+    controller), the query listener (a restarted query steered before its first batch) and the Python that runs
+    them (it needs this package). Only settings given are listed; every other one keeps its default."""
+    from spark_provider.checkpoint_files import refused_settings
     from spark_provider.settings import (
         BY_KEY,
         BY_NAME,
         PLUGIN_CLASS,
-        PROVIDER_CLASS,
         QUERY_LISTENER_CLASS,
         QUERY_LISTENERS_KEY,
         SettingError,
@@ -101,13 +102,26 @@ def spark_conf_lines(settings: dict[str, str], jar: str, python: str, defaults_f
         if setting is None:
             raise SettingError(f"unknown statestore setting {given!r}; known: {', '.join(sorted(BY_NAME))}")
         by_name[setting.name] = value
+    if file_layer:
+        refused_settings(list(by_name))
     checked = spark_confs(**by_name)
-    confs = {"spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS}
+    confs = dict(base)
     if int(checked[BY_NAME["replication_factor"].key]) > 0:
-        confs["spark.plugins"] = PLUGIN_CLASS  # each executor's node, and the driver's controller
-        confs[QUERY_LISTENERS_KEY] = QUERY_LISTENER_CLASS  # a restarted query steered before its first batch
-        confs["spark.pyspark.python"] = python  # the Python that runs them: it needs this package
+        confs["spark.plugins"] = PLUGIN_CLASS
+        confs[QUERY_LISTENERS_KEY] = QUERY_LISTENER_CLASS
+        confs["spark.pyspark.python"] = python
     confs.update({BY_NAME[name].key: checked[BY_NAME[name].key] for name in by_name})
+    return confs
+
+
+def spark_conf_lines(settings: dict[str, str], jar: str, python: str, defaults_file: bool = False) -> list[str]:
+    """The confs that run an application on our provider with `settings` (keyword names or conf keys to
+    values, checked: a SettingError names a bad one), as `spark-submit` arguments or spark-defaults.conf lines.
+    Only settings given (and those the provider needs) are listed; every other one keeps its default."""
+    from spark_provider.settings import PROVIDER_CLASS
+
+    base = {"spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS}
+    confs = _settings_confs(settings, base, python, file_layer=False)
     if defaults_file:
         return [f"spark.jars {jar}", *(f"{key} {value}" for key, value in confs.items())]
     return [f"--jars {jar}", *(f"--conf {key}={value}" for key, value in confs.items())]
@@ -119,31 +133,9 @@ def checkpoint_file_lines(
     """The confs that keep Spark's own RocksDB provider with our checkpoint file layer under it, as spark-submit
     arguments or spark-defaults.conf lines, with the state nodes and the controller that replicate its copies
     (unless `replication_factor=0`); settings that configure only our provider are a SettingError."""
-    from spark_provider.checkpoint_files import checkpoint_file_confs, refused_settings
-    from spark_provider.settings import (
-        BY_KEY,
-        BY_NAME,
-        PLUGIN_CLASS,
-        QUERY_LISTENER_CLASS,
-        QUERY_LISTENERS_KEY,
-        SettingError,
-        spark_confs,
-    )
+    from spark_provider.checkpoint_files import checkpoint_file_confs
 
-    by_name = {}
-    for given, value in settings.items():
-        setting = BY_NAME.get(given) or BY_KEY.get(given)
-        if setting is None:
-            raise SettingError(f"unknown statestore setting {given!r}; known: {', '.join(sorted(BY_NAME))}")
-        by_name[setting.name] = value
-    refused_settings(list(by_name))
-    checked = spark_confs(**by_name)
-    confs = checkpoint_file_confs(jar, {}, copies_dir)
-    if int(checked[BY_NAME["replication_factor"].key]) > 0:
-        confs["spark.plugins"] = PLUGIN_CLASS  # each executor's node, and the driver's controller
-        confs[QUERY_LISTENERS_KEY] = QUERY_LISTENER_CLASS  # a restarted query steered before its first batch
-        confs["spark.pyspark.python"] = python  # the Python that runs them: it needs this package
-    confs.update({BY_NAME[name].key: checked[BY_NAME[name].key] for name in by_name})
+    confs = _settings_confs(settings, checkpoint_file_confs(jar, {}, copies_dir), python, file_layer=True)
     if defaults_file:
         return [f"{key} {value}" for key, value in confs.items()]
     return [f"--conf {key}={value}" for key, value in confs.items()]
