@@ -81,10 +81,11 @@ def _build_jar(args: argparse.Namespace) -> int:
 
 
 def _settings_confs(settings: dict[str, str], base: dict[str, str], python: str, file_layer: bool) -> dict[str, str]:
-    """`base` with the confs of `settings` (keyword names or conf keys to values, checked: a SettingError names a bad
-    one, or with `file_layer` one that configures only our provider), and, with replication on, the plugin (each executor's node, the driver's
-    controller), the query listener (a restarted query steered before its first batch) and the Python that runs
-    them (it needs this package). Only settings given are listed; every other one keeps its default."""
+    """`base` with the confs of `settings` (keyword names or conf keys to values, checked: a SettingError names a
+    bad one, or with `file_layer` one that configures only our provider), and, with replication on, the plugin
+    (each executor's node, the driver's controller), the query listener (a restarted query steered before its
+    first batch) and the Python that runs them (it needs this package). Only settings given are listed; every
+    other one keeps its default."""
     from spark_provider.checkpoint_files import refused_settings
     from spark_provider.settings import (
         BY_KEY,
