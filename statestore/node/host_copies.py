@@ -98,8 +98,8 @@ class HostCopies:
         file's, or when this host's JVM wrote its own copy of the path (never replaced from a peer)."""
         _check_names(checkpoint_path, name)
         if self.holds(checkpoint_path, name, size, crc32):
-            for _ in chunks:  # the rest of the stream
-                pass
+            # Not read: the answer ends the call, and the sender stops streaming (a peer on the same host shares
+            # this directory, so everything it ships is here already).
             return "already held"
         existing = self.entry(checkpoint_path, name)
         if existing is not None and not existing.kept_by_node:
