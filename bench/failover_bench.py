@@ -227,7 +227,7 @@ def start_spark(provider: str, root: Path) -> Any:
 def partition_executors(spark: Any, query: Any, root: Path) -> dict[int, str]:
     """Partition -> executor id where Spark's StateStoreCoordinator places its state store."""
     steering = spark.sparkContext._jvm.io.statestore.spark.Steering
-    state_root = f"file:{(root / 'checkpoint').resolve()}/state"
+    state_root = f"file:{(root / 'checkpoint').absolute()}/state"  # as given to Spark: a symlink stays one
     found = {}
     for p in range(PARTITIONS):
         location = steering.location(state_root, 0, p, "default", str(query.runId))

@@ -1,6 +1,6 @@
 """Benchmark: an executor killed under Spark's own RocksDB provider, with and without our checkpoint file layer.
 
-    python bench/own_provider_bench.py [--quick] [--remote] --out FILE.json
+    python bench/own_provider_bench.py [--quick] [--locations local remote] --out FILE.json
 
 The queries that must keep Spark's provider (transformWithState, Real-Time Mode, offline repartition, queries
 already running on it) get our checkpoint file layer instead of our provider (`enable(spark_rocksdb=True)`): each
@@ -17,7 +17,7 @@ application per configuration on local-cluster[3,1,1024] with four state partiti
    (the layer's log lines), and the SST bytes Spark's file manager reports copying in;
 5. every batch's output digest compared between the two configurations.
 
-Checkpoint locations: local disk ("local"), and with `--remote` (the default of the full run) a slow remote store
+Checkpoint locations: local disk ("local"), and (`--locations local remote`, the full run's default) a slow remote store
 ("remote"): `bench/throttled_fs.py`, a FUSE file system over a local directory that holds every read and write to one
 shared bandwidth (REMOTE_MB_PER_SECOND, 100 MB/s, about what one host's sequential downloads from an object store
 get) with a first-byte latency on each open (30 ms), reached through Spark's plain `file:` scheme; the bytes read
@@ -221,9 +221,9 @@ def main(argv: list[str] | None = None) -> int:
         "10): fewer changelogs to replay on a load, more snapshots to upload",
     )  # fmt: skip
     parser.add_argument(
-        "--remote", action=argparse.BooleanOptionalAction, default=None,
-        help="also run with the checkpoint location on a throttled remote store (bench/throttled_fs.py; default: on "
-        "for the full run, off with --quick)",
+        "--locations", nargs="+", choices=("local", "remote"), default=None,
+        help="checkpoint locations to run: local disk, and a throttled remote store (bench/throttled_fs.py); default: "
+        "both for the full run, local with --quick",
     )  # fmt: skip
     parser.add_argument("--one", nargs=3, metavar=("CONFIG", "BYTES", "RESULT"), help=argparse.SUPPRESS)
     parser.add_argument("--remote-dir", type=Path, help=argparse.SUPPRESS)
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sizes = [int(s * GB) for s in (args.sizes_gb or ([0.25, 1.0] if args.quick else [0.25, 1.0, 4.0]))]
     kills = args.kills or (1 if args.quick else 3)
-    locations = ["local", "remote"] if (args.remote if args.remote is not None else not args.quick) else ["local"]
+    locations = args.locations or (["local"] if args.quick else ["local", "remote"])
     work = args.workdir or Path(tempfile.mkdtemp(prefix="own-provider-bench-"))
     runs: dict[tuple[str, str, int], fb.Run] = {}
     for location in locations:
