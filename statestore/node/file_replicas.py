@@ -59,6 +59,25 @@ class KeptFile:
     copy_path: Path
 
 
+@dataclass(frozen=True)
+class _Send:
+    """Ship `file` of partition `key` to `node` (`attempt`: how many sends of it failed before)."""
+
+    node: control_pb2.NodeRef
+    key: str
+    file: KeptFile
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class _Adopt:
+    """Partition `key` was newly claimed here: take the host's other copies of its files as its files (`sample` is
+    one of them, naming its directory)."""
+
+    key: str
+    sample: KeptFile
+
+
 @dataclass
 class _FilePrimary:
     store: common_pb2.StoreRef
@@ -118,7 +137,7 @@ class FileReplicas:
         self._replicas: dict[str, _FileReplica] = {}
         self._loads: dict[str, _FileLoad] = {}  # partition key -> its last load on this executor
         self._demoted: dict[str, int] = {}  # partition key -> version the controller judged another node fresher at
-        self._sends: queue.SimpleQueue[tuple[control_pb2.NodeRef, str, KeptFile, int] | None] = queue.SimpleQueue()
+        self._sends: queue.SimpleQueue[_Send | _Adopt | None] = queue.SimpleQueue()
         self._channels: dict[str, tuple[str, grpc.Channel]] = {}  # node id -> (address, channel)
         self._scan: tuple[float, dict[str, list[KeptFile]]] = (float("-inf"), {})
         self._sender = threading.Thread(target=self._send_loop, name="file-replicas", daemon=True)
@@ -148,10 +167,10 @@ class FileReplicas:
             members = list(partition.group)
         if claimed:
             log_event(_log, "file_primary", store=store.store_id, checkpoint=store.checkpoint_dir)
-            self._sends.put((control_pb2.NodeRef(), key, file, -1))  # adopt the host's other copies of it
+            self._sends.put(_Adopt(key, file))
             self._ask_groups()
         for node in members:
-            self._sends.put((node, key, file, 0))
+            self._sends.put(_Send(node, key, file))
         return f"shipping to {len(members)} replica(s)" if members else "no replica group yet"
 
     def read(self, store: common_pb2.StoreRef, name: str, version: int, size: int, source: int) -> str:
@@ -193,7 +212,7 @@ class FileReplicas:
                     _log, "file_replica_joined", store=group.store.store_id, replica=node.node_id, files=len(files)
                 )
                 for file in files:
-                    self._sends.put((node, key, file, 0))
+                    self._sends.put(_Send(node, key, file))
 
     def demote(self, claims: list[common_pb2.VersionHeld]) -> None:
         """The controller's demotions: stop claiming each partition another node committed more recently, unless
@@ -314,23 +333,21 @@ class FileReplicas:
 
     def _send_loop(self) -> None:
         while (item := self._sends.get()) is not None:
-            node, key, file, attempt = item
-            if attempt < 0:
-                self._adopt_host_copies(key, file)
+            if isinstance(item, _Adopt):
+                self._adopt_host_copies(item.key, item.sample)
                 continue
             try:
-                self._send(node, key, file)
+                self._send(item.node, item.key, item.file)
             except grpc.RpcError as exc:
-                if attempt + 1 < _SEND_ATTEMPTS:
-                    time.sleep(min(0.2 * 2**attempt, 2.0))
-                    self._sends.put((node, key, file, attempt + 1))
+                if item.attempt + 1 < _SEND_ATTEMPTS:
+                    time.sleep(min(0.2 * 2**item.attempt, 2.0))  # a peer restarting: wait a little, then again
+                    self._sends.put(_Send(item.node, item.key, item.file, item.attempt + 1))
                 else:
-                    log_event(_log, "file_ship_failed", logging.WARNING, replica=node.node_id, file=file.name,
-                              code=exc.code().name, detail=exc.details())  # fmt: skip
+                    log_event(_log, "file_ship_failed", logging.WARNING, replica=item.node.node_id,
+                              file=item.file.name, code=exc.code().name, detail=exc.details())  # fmt: skip
             except Exception as exc:  # the sender thread must outlive any one file
-                log_event(
-                    _log, "file_ship_failed", logging.ERROR, replica=node.node_id, file=file.name, error=repr(exc)
-                )
+                log_event(_log, "file_ship_failed", logging.ERROR, replica=item.node.node_id, file=item.file.name,
+                          error=repr(exc))  # fmt: skip
 
     def _send(self, node: control_pb2.NodeRef, key: str, file: KeptFile) -> None:
         with self._lock:
