@@ -161,6 +161,11 @@ def test_a_new_partition_is_placed_by_a_repair_that_leaves_every_other_group_as_
 def test_ten_thousand_partitions_over_fifty_nodes_cost_the_controller_little(tmp_path: Path) -> None:
     measured = measure_controller(50, 10_000, tmp_path / "controller.log", progress=print)
     print(measured.to_json())
-    assert measured.heartbeat_cpu_ms_unchanged < 1.0, measured
+    # A heartbeat that reports nothing new does not grow with the partitions: under a millisecond, or on a slower
+    # machine (the CPU time is this machine's) under 4 times what it costs the same 50 nodes holding 20 times fewer
+    # partitions (a cost in O(partitions) would be about 20 times it).
+    small = measure_controller(50, 500, tmp_path / "controller-small.log", progress=print)
+    bound = max(1.0, 4 * small.heartbeat_cpu_ms_unchanged)
+    assert measured.heartbeat_cpu_ms_unchanged < bound, (measured, small)
     assert measured.loss_replan_seconds < 1.0 and measured.loss_replan_groups >= 200, measured  # the dead node's
     assert measured.failover_replan_seconds < 1.0, measured

@@ -11,9 +11,11 @@ each one's files were shipped and Spark ran it where they are, and every batch m
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -103,8 +105,10 @@ class LoopbackCluster:
         log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - the daemon writes it until close()
         environment = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(self.root),
                        "PYSPARK_PYTHON": sys.executable, **env}  # fmt: skip
+        # A process group of its own: closing the cluster kills the daemon and everything it started (a worker's
+        # executors and their state nodes), never leaving them to later tests.
         self.processes.append(subprocess.Popen([str(SPARK_CLASS), *argv], stdout=log, stderr=subprocess.STDOUT,
-                                               env=environment))  # fmt: skip
+                                               env=environment, start_new_session=True))  # fmt: skip
 
     def worker_of(self, executor_pid: int) -> str:
         """The worker whose executor runs as process `executor_pid` (by its copies directory)."""
@@ -123,7 +127,8 @@ class LoopbackCluster:
 
     def close(self) -> None:
         for process in reversed(self.processes or []):
-            process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
 
 
@@ -150,6 +155,9 @@ def spark(cluster: LoopbackCluster) -> Iterator[Any]:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.cores.max", str(len(WORKERS)))
         .config("spark.executor.cores", "1")
+        # Set, not inherited: a session this test process made earlier leaves its confs in the driver JVM.
+        .config("spark.executor.instances", str(len(WORKERS)))
+        .config("spark.dynamicAllocation.enabled", "false")
         .config("spark.executor.memory", "768m")
         .config("spark.sql.shuffle.partitions", str(PARTITIONS))
         .config("spark.ui.enabled", "false")
@@ -160,10 +168,12 @@ def spark(cluster: LoopbackCluster) -> Iterator[Any]:
         .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
     )
     session = spark_provider.enable(builder, spark_rocksdb=True).getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    _wait(lambda: len(executor_pids()) >= len(WORKERS), "an executor on every worker", 120)
-    yield session
-    session.stop()
+    try:
+        session.sparkContext.setLogLevel("ERROR")
+        _wait(lambda: len(executor_pids()) >= len(WORKERS), "an executor on every worker", 120)
+        yield session
+    finally:
+        session.stop()
 
 
 def _state_reads(log: str) -> list[tuple[str, str]]:
