@@ -49,3 +49,21 @@ def spark_jars_of(line: str) -> Path:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return Path(found.stdout.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m spark_provider.spark_lines LINE...`: make the environments of those Spark lines (for example
+    ahead of `bench/spark_lines_bench.py`, while something else runs)."""
+    lines = sys.argv[1:] if argv is None else argv
+    unknown = sorted(set(lines) - set(LINE_RELEASES))
+    if unknown:
+        print(f"unsupported Spark line(s) {unknown}; supported: {sorted(LINE_RELEASES)}", file=sys.stderr)
+        return 2
+    for line in lines:
+        venv_python(LINE_RELEASES[line])
+        _log(f"pyspark {LINE_RELEASES[line]}: environment ready")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
