@@ -7,6 +7,13 @@ steers the partitions of a killed executor to the executors holding their newest
 The executor holding the most partitions is killed with SIGKILL and its host's copies are deleted (the host is
 gone), then every state file in the checkpoint location is overwritten by junk: the lost partitions reload only if
 each one's files were shipped and Spark ran it where they are, and every batch must equal an exact recomputation.
+Three queries go through it: a streaming aggregation; the same aggregation run first by a driver without the layer
+and restarted on the cluster with it from that checkpoint (a query that was already running); and
+`transformWithStateInPandas` in event time with value, list and map state and a timer.
+
+Why standalone workers and not `local-cluster[3,1,1024]`: the executors of a local cluster share one host and so one
+copies directory, where every executor serves every other's copies without anything being shipped; a host of its
+own per worker is what makes the test fail unless the files reached another host.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Any
 
 import pyspark
 import pytest
+from plain_aggregation_driver import build as build_aggregation
 from test_replica_fs import overwrite_state_files_with_junk
 
 from spark_provider.local_cluster import executor_pids, kill_executor
@@ -183,40 +191,12 @@ def _state_reads(log: str) -> list[tuple[str, str]]:
     return re.findall(r"statestore-fs: (\S+) read \d+ bytes of \S+ \S+ from " + where, log)
 
 
-class Aggregation:
-    """A streaming count and sum per key over CSV files, one file per micro-batch, on Spark's provider: every
-    batch's output (complete mode) is checked against an exact recomputation."""
+class StatusOfQuery:
+    """What a test query shares: its checkpoint, its running query, and its partitions in the controller's status."""
 
-    def __init__(self, spark: Any, root: Path, name: str) -> None:
-        from pyspark.sql import functions as F
-
-        self.source, self.checkpoint = root / "in", root / "ck"
-        self.source.mkdir()
-        self.batches: list[list[tuple[int, int]]] = []
-        self.outputs: dict[int, list[tuple[int, int, int]]] = {}
-        events = spark.readStream.schema("k INT, v INT").option("maxFilesPerTrigger", 1).csv(str(self.source))
-        self.query = (
-            events.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
-            .writeStream.outputMode("complete").foreachBatch(self._record).queryName(name)
-            .option("checkpointLocation", str(self.checkpoint)).trigger(processingTime="200 milliseconds").start()
-        )  # fmt: skip
-
-    def _record(self, frame: Any, batch_id: int) -> None:
-        self.outputs[batch_id] = sorted((r["k"], r["n"], r["s"]) for r in frame.collect())
-
-    def run_batch(self, why: str = "") -> None:
-        """Feed the next batch's file, wait for its output and check it."""
-        batch = len(self.batches)
-        lines = [f"{(batch * 31 + i) % 60},{i}" for i in range(600)]
-        self.batches.append([(int(k), int(v)) for k, v in (line.split(",") for line in lines)])
-        (self.source / f"{batch:03d}.csv").write_text("\n".join(lines) + "\n")
-        _wait(lambda: self._processed(batch), f"batch {batch}{why}")
-        totals: dict[int, tuple[int, int]] = {}
-        for rows in self.batches:
-            for k, v in rows:
-                n, s = totals.get(k, (0, 0))
-                totals[k] = (n + 1, s + v)
-        assert self.outputs[batch] == sorted((k, n, s) for k, (n, s) in totals.items()), f"batch {batch}"
+    checkpoint: Path
+    query: Any
+    outputs: dict[int, list[tuple]]
 
     def _processed(self, batch: int) -> bool:
         if self.query.exception() is not None:
@@ -242,10 +222,187 @@ class Aggregation:
         return {p.store.store_id: p for p in mine}
 
 
+class Aggregation(StatusOfQuery):
+    """A streaming count and sum per key over CSV files, one file per micro-batch, on Spark's provider: every
+    batch's output (complete mode) is checked against an exact recomputation. `started` names the files another
+    driver already ran into the checkpoint, without the layer (`plain_aggregation_driver.py`)."""
+
+    def __init__(self, spark: Any, root: Path, name: str, started: int = 0) -> None:
+        self.source, self.checkpoint = root / "in", root / "ck"
+        self.source.mkdir(exist_ok=True)
+        self.batches: list[list[tuple[int, int]]] = []
+        self.outputs: dict[int, list[tuple[int, int, int]]] = {}
+        for _ in range(started):
+            self.write_file()
+        if started:
+            _run_without_the_layer(self.source, self.checkpoint)
+        self.query = (
+            build_aggregation(spark, str(self.source))
+            .writeStream.outputMode("complete").foreachBatch(self._record).queryName(name)
+            .option("checkpointLocation", str(self.checkpoint)).trigger(processingTime="200 milliseconds").start()
+        )  # fmt: skip
+
+    def write_file(self) -> int:
+        """Write the next batch's file; returns its batch number."""
+        batch = len(self.batches)
+        lines = [f"{(batch * 31 + i) % 60},{i}" for i in range(600)]
+        self.batches.append([(int(k), int(v)) for k, v in (line.split(",") for line in lines)])
+        (self.source / f"{batch:03d}.csv").write_text("\n".join(lines) + "\n")
+        return batch
+
+    def _record(self, frame: Any, batch_id: int) -> None:
+        self.outputs[batch_id] = sorted((r["k"], r["n"], r["s"]) for r in frame.collect())
+
+    def run_batch(self, why: str = "") -> None:
+        """Feed the next batch's file, wait for its output and check it."""
+        batch = self.write_file()
+        _wait(lambda: self._processed(batch), f"batch {batch}{why}")
+        totals: dict[int, tuple[int, int]] = {}
+        for rows in self.batches:
+            for k, v in rows:
+                n, s = totals.get(k, (0, 0))
+                totals[k] = (n + 1, s + v)
+        assert self.outputs[batch] == sorted((k, n, s) for k, (n, s) in totals.items()), f"batch {batch}"
+
+def _run_without_the_layer(source: Path, checkpoint: Path) -> None:
+    """Run the aggregation over `source`'s files into `checkpoint` in a driver of its own, on Spark's provider
+    without our layer (`plain_aggregation_driver.py`)."""
+    log = checkpoint.parent / "plain-driver.log"
+    with log.open("w") as out:
+        ran = subprocess.run(
+            [sys.executable, str(Path(__file__).parent / "plain_aggregation_driver.py"), str(source), str(checkpoint),
+             str(PARTITIONS)], stdout=out, stderr=subprocess.STDOUT, timeout=TIMEOUT,
+            env={k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"},
+        )  # fmt: skip
+    assert ran.returncode == 0, f"the driver without the layer failed:\n{log.read_text()[-3000:]}"
+
+
+def _timers_and_collections(events: Any) -> Any:
+    # Defined in a function, so that it is pickled by value: the executors' Python cannot import a test module.
+    from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+    class Expiring(StatefulProcessor):
+        """Per key: rows so far (value state), the sums of `v` of its last three batches (list state), rows per
+        `v % 3` (map state), and an event-time timer 150 s after its newest row that emits the state and clears
+        it."""
+
+        def init(self, handle: StatefulProcessorHandle) -> None:
+            self.handle = handle
+            self.rows = handle.getValueState("rows", "n LONG")
+            self.sums = handle.getListState("sums", "s LONG")
+            self.buckets = handle.getMapState("buckets", "b INT", "n LONG")
+
+        def _emit(self, key: Any, event: str) -> Any:
+            import pandas as pd
+
+            sums = ",".join(str(s) for (s,) in self.sums.get())
+            buckets = ",".join(f"{b}:{n}" for (b,), (n,) in sorted(self.buckets.iterator()))
+            return pd.DataFrame({"k": [int(key[0])], "event": [event], "n": [self.rows.get()[0]], "sums": [sums],
+                                 "buckets": [buckets]})  # fmt: skip
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Any]:
+            n = self.rows.get()[0] if self.rows.exists() else 0
+            total, newest, counts = 0, 0, [0, 0, 0]
+            for frame in rows:
+                n, total, newest = n + len(frame), total + int(frame["v"].sum()), max(newest, int(frame["t"].max()))
+                for v in frame["v"]:
+                    counts[int(v) % 3] += 1
+            self.rows.update((n,))
+            self.sums.put([(s,) for s in [*(s for (s,) in self.sums.get()), total][-3:]])
+            for bucket, count in enumerate(counts):
+                if count:
+                    held = self.buckets.getValue((bucket,))
+                    self.buckets.updateValue((bucket,), ((held[0] if held else 0) + count,))
+            for timer in list(self.handle.listTimers()):
+                self.handle.deleteTimer(timer)
+            self.handle.registerTimer((newest + 150) * 1000)
+            yield self._emit(key, "seen")
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
+            yield self._emit(key, "expired")
+            self.rows.clear()
+            self.sums.clear()
+            self.buckets.clear()
+
+        def close(self) -> None:
+            pass
+
+    return events.withWatermark("ts", "0 seconds").groupBy("k").transformWithStateInPandas(
+        statefulProcessor=Expiring(), outputStructType="k INT, event STRING, n LONG, sums STRING, buckets STRING",
+        outputMode="Update", timeMode="EventTime",
+    )  # fmt: skip
+
+
+class TimersAndCollections(StatusOfQuery):
+    """`transformWithStateInPandas` in event time with value, list and map state and a timer (`Expiring`). File
+    `b`'s rows carry event time (b+1) x 100 s; with no delay the watermark passes it, and Spark follows batch 2b
+    (the file's rows) with the no-data batch 2b+1 that fires the timers of the keys unseen for two files. The next
+    file is written only after that batch, so the batches are the same on every run, and each is checked against an
+    exact recomputation."""
+
+    def __init__(self, spark: Any, root: Path, name: str) -> None:
+        from pyspark.sql import functions as F
+
+        self.source, self.checkpoint = root / "in", root / "ck"
+        self.source.mkdir()
+        self.files = 0
+        self.outputs = {}
+        self.expected: dict[int, list[tuple]] = {}
+        self.state: dict[int, tuple[int, list[int], dict[int, int], int]] = {}
+        events = spark.readStream.schema("k INT, v INT, t LONG").option("maxFilesPerTrigger", 1).csv(str(self.source))
+        self.query = (
+            _timers_and_collections(events.withColumn("ts", F.timestamp_seconds("t")))
+            .writeStream.outputMode("update").foreachBatch(self._record).queryName(name)
+            .option("checkpointLocation", str(self.checkpoint)).trigger(processingTime="200 milliseconds").start()
+        )  # fmt: skip
+
+    def _record(self, frame: Any, batch_id: int) -> None:
+        self.outputs[batch_id] = sorted(tuple(r) for r in frame.collect())
+
+    def run_batch(self, why: str = "") -> None:
+        """Feed the next file, wait for its batch and the no-data batch after it, and check both."""
+        b, self.files = self.files, self.files + 1
+        t = (b + 1) * 100
+        rows = [((b * 7 + i % 20) % 40, i) for i in range(600)]
+        (self.source / f"{b:03d}.csv").write_text("".join(f"{k},{v},{t}\n" for k, v in rows))
+        self._expect(b, rows, t)
+        for batch in (2 * b, 2 * b + 1):
+            _wait(lambda batch=batch: self._processed(batch), f"batch {batch}{why}")
+            assert self.outputs[batch] == self.expected[batch], f"batch {batch}"
+
+    def _expect(self, b: int, rows: list[tuple[int, int]], t: int) -> None:
+        """Recompute the file's two batches into `expected`, advancing the per-key model in `state`."""
+        def emitted(k: int, event: str) -> tuple:
+            n, sums, buckets, _ = self.state[k]
+            return (k, event, n, ",".join(map(str, sums)), ",".join(f"{c}:{m}" for c, m in sorted(buckets.items())))
+
+        seen = []
+        for k in sorted({k for k, _ in rows}):
+            values = [v for key, v in rows if key == k]
+            n, sums, buckets, _ = self.state.get(k, (0, [], {}, 0))
+            for v in values:
+                buckets[v % 3] = buckets.get(v % 3, 0) + 1
+            self.state[k] = (n + len(values), [*sums, sum(values)][-3:], buckets, t)
+            seen.append(emitted(k, "seen"))
+        expired = [emitted(k, "expired") for k in sorted(self.state) if self.state[k][3] + 150 <= t]
+        for k, *_ in expired:
+            del self.state[k]
+        self.expected[2 * b], self.expected[2 * b + 1] = sorted(seen), sorted(expired)
+
+
+QUERIES = {
+    "aggregation": lambda spark, root, name: Aggregation(spark, root, name),
+    # Three files run by a driver without the layer, then restarted on the cluster with it from that checkpoint.
+    "aggregation_restarted_with_the_layer": lambda spark, root, name: Aggregation(spark, root, name, started=3),
+    "transform_with_state_timers": lambda spark, root, name: TimersAndCollections(spark, root, name),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(QUERIES))
 def test_a_lost_hosts_partitions_load_from_the_files_its_node_shipped_to_other_hosts(
-    spark: Any, cluster: LoopbackCluster, tmp_path: Path
+    spark: Any, cluster: LoopbackCluster, tmp_path: Path, kind: str
 ) -> None:
-    query = Aggregation(spark, tmp_path, "file_replicas_failover")
+    query = QUERIES[kind](spark, tmp_path, f"file_replicas_failover_{kind}")
     try:
         for _ in range(4):
             query.run_batch()
