@@ -305,11 +305,19 @@ class FileReplicas:
             ]
 
     def retire(self, stores: list[common_pb2.StoreRef]) -> None:
-        """The controller retired this node's replicas of `stores`: the copies peers shipped here go."""
+        """The controller retired this node's replicas of `stores`: the copies peers shipped here go, unless this
+        node has become the partition's primary (its task moved here and loaded them): they are its files now, which
+        it ships to its own group (Real-Time Mode moves a partition every batch, so this is its common case)."""
         for store in stores:
+            key = partition_key(store)
             with self._lock:
-                replica = self._replicas.pop(partition_key(store), None)
+                replica = self._replicas.pop(key, None)
+                primary_here = key in self._primaries
             if replica is None or self.copies is None:
+                continue
+            if primary_here:
+                log_event(_log, "file_replica_retired", store=store.store_id, copies_removed=0,
+                          detail="primary here now: the copies peers shipped are its files")  # fmt: skip
                 continue
             removed = sum(self.copies.delete_shipped(path, name) for name, path in replica.names.items())
             log_event(_log, "file_replica_retired", store=store.store_id, copies_removed=removed)

@@ -1,0 +1,189 @@
+"""Real-Time Mode (Spark 4.3) under Spark's own RocksDB provider with the replica files, through an executor kill: a
+Spark standalone master and three one-core workers on loopback (`test_file_replicas_spark.LoopbackCluster`).
+
+What Real-Time Mode imposes, found here:
+- its sources are Kafka and `LowLatencyMemoryStream` only (the file and rate sources are refused), its sinks
+  console, foreach and memory minus memory (the allow-list refuses `MemorySink`): the query reads a
+  `LowLatencyMemoryStream` fed from the driver over py4j and writes with `foreach` into files;
+- every stage of a batch runs at once (one source task and two state partitions need three free task slots, else
+  `CONCURRENT_SCHEDULER_INSUFFICIENT_SLOT`), so there is no delay scheduling and Spark places the state partitions
+  wherever a slot is free, not where the controller steers them: a partition can land on any host. The session so
+  runs q=2, a replica on every other host;
+- a lost task is not retried: an executor's loss fails the query, and a restart runs once the cluster manager has
+  replaced the executor. That restart is the load this layer serves.
+
+The executor running the most state is killed with SIGKILL (its host and disk stay, as when an executor crashes),
+the query fails, and it is restarted from its checkpoint: every partition loads from copies, none reads an SST file
+or snapshot from the checkpoint location (a changelog committed in the moment before the kill may not have reached a
+peer yet and is read there: the acceptance's bound), and the output equals an exact recomputation.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyspark
+import pytest
+from test_file_replicas_spark import TIMEOUT, LoopbackCluster, _wait
+
+from spark_provider.local_cluster import executor_pids, kill_executor
+
+pytestmark = pytest.mark.skipif(
+    tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < (4, 3), reason="Real-Time Mode came with Spark 4.3"
+)
+STATE_PARTITIONS = 2
+SLOTS = 1 + STATE_PARTITIONS  # the source's one partition and the state partitions, all at once
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackCluster]:
+    started = LoopbackCluster(tmp_path_factory.mktemp("loopback-cluster-rtm"))
+    try:
+        started.start()
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.fixture(scope="module")
+def spark(cluster: LoopbackCluster) -> Iterator[Any]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import spark_provider
+
+    builder = (
+        SparkSession.builder.master(cluster.master_url)
+        .appName("file-replicas-rtm")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.cores.max", str(SLOTS))
+        .config("spark.executor.cores", "1")
+        .config("spark.executor.instances", str(SLOTS))
+        .config("spark.dynamicAllocation.enabled", "false")
+        .config("spark.executor.memory", "768m")
+        .config("spark.sql.shuffle.partitions", str(STATE_PARTITIONS))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
+        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
+    )
+    session = spark_provider.enable(builder, spark_rocksdb=True, replication_factor=2).getOrCreate()
+    try:
+        session.sparkContext.setLogLevel("ERROR")
+        _wait(lambda: len(executor_pids()) >= SLOTS, "an executor on every worker", 120)
+        yield session
+    finally:
+        session.stop()
+
+
+class RealTimeCounts:
+    """Rows per `value % 10` in Real-Time Mode (update mode), written by `foreach` into one file per executor
+    process; a key's newest count is the largest written (a re-run batch writes its counts again)."""
+
+    def __init__(self, spark: Any, root: Path) -> None:
+        from pyspark.sql import DataFrame
+        from pyspark.sql import functions as F
+
+        self.spark, self.checkpoint, self.out = spark, root / "ck", root / "out"
+        self.out.mkdir()
+        self.sent: list[int] = []
+        jvm = spark._jvm
+        streams = getattr(jvm.org.apache.spark.sql.execution.streaming.sources, "LowLatencyMemoryStream$")
+        encoder = jvm.org.apache.spark.sql.Encoders.INT()
+        self.stream = getattr(streams, "MODULE$").apply(spark._jsparkSession, 1, encoder)
+        values = DataFrame(self.stream.toDF(), spark)
+        self.counts = values.groupBy((F.col("value") % 10).alias("k")).agg(F.count("*").alias("n"))
+        self.query = self.start()
+
+    def start(self) -> Any:
+        """Start (or restart from its checkpoint) the query."""
+        out = str(self.out)
+
+        def write(row: Any) -> None:
+            with open(os.path.join(out, f"{os.getpid()}.txt"), "a") as written:
+                written.write(f"{row.k},{row.n}\n")
+
+        return (
+            self.counts.writeStream.outputMode("update").foreach(write).queryName("real_time_counts")
+            .option("checkpointLocation", str(self.checkpoint)).trigger(realTime="5 seconds").start()
+        )  # fmt: skip
+
+    def add(self, round_: int) -> None:
+        """Send the round's hundred values."""
+        values = list(range(round_ * 100, round_ * 100 + 100))
+        self.sent.extend(values)
+        jvm = self.spark._jvm
+        self.stream.addData(jvm.scala.jdk.CollectionConverters.ListHasAsScala(jvm.java.util.ArrayList(values)).asScala())
+
+    def newest(self) -> dict[int, int]:
+        found: dict[int, int] = {}
+        for written in self.out.glob("*.txt"):
+            for line in written.read_text().splitlines():
+                if re.fullmatch(r"\d+,\d+", line):
+                    k, n = map(int, line.split(","))
+                    found[k] = max(found.get(k, 0), n)
+        return found
+
+    def exact(self) -> bool:
+        if self.query.exception() is not None:
+            raise AssertionError(f"the query failed: {self.query.exception()}")
+        expected: dict[int, int] = {}
+        for value in self.sent:
+            expected[value % 10] = expected.get(value % 10, 0) + 1
+        return self.newest() == expected
+
+    def caught_up(self) -> dict[str, Any] | None:
+        """Store id -> status, once each state partition's replicas hold its primary's newest version."""
+        import spark_provider
+
+        mine = [p for p in spark_provider.status(spark=self.spark).partitions
+                if p.store.checkpoint_dir.startswith(str(self.checkpoint))]  # fmt: skip
+        if len(mine) < STATE_PARTITIONS:
+            return None
+        if any(len(p.replicas) < 2 or any(r.version_held < p.primary_version for r in p.replicas) for p in mine):
+            return None
+        return {p.store.store_id: p for p in mine}
+
+
+def _state_reads(log: str) -> list[tuple[str, str, str]]:
+    """(store id, file kind, where from) of each state file an executor read: "the checkpoint location" or "its
+    local copy" (with " (shipped by a peer)" when a peer's node shipped it)."""
+    where = r"(the checkpoint location|its local copy)"
+    return re.findall(r"statestore-fs: (\S+) read \d+ bytes of (\S+) \S+ from " + where, log)
+
+
+def test_a_real_time_aggregation_restarted_after_an_executor_kill_loads_from_copies(
+    spark: Any, cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    query = RealTimeCounts(spark, tmp_path)
+    try:
+        for round_ in range(4):
+            query.add(round_)
+            _wait(query.exact, f"round {round_}'s counts")
+        partitions = _wait(query.caught_up, "every state partition's replicas to hold its newest version")
+        primaries = [p.primary_node for p in partitions.values()]
+        victim = max(sorted(set(primaries)), key=lambda e: (primaries.count(e), e))
+        lost = {store for store, p in partitions.items() if p.primary_node == victim}
+        before = cluster.executor_logs(spark.sparkContext.applicationId)
+        kill_executor(victim)
+        query.add(4)
+        with pytest.raises(Exception, match=r"ExecutorLostFailure|exited caused by"):  # Real-Time Mode: no task retry
+            query.query.awaitTermination(TIMEOUT)
+        tracker = spark.sparkContext._jsc.sc().statusTracker()  # the driver counts itself among the executors
+        _wait(lambda: len(tracker.getExecutorInfos()) > SLOTS, "the cluster manager to replace the executor")
+        query.query = query.start()
+        for round_ in range(5, 7):
+            query.add(round_)
+            _wait(query.exact, f"round {round_}'s counts after executor {victim} was killed")
+    finally:
+        query.query.stop()
+    after = cluster.executor_logs(spark.sparkContext.applicationId)
+    reads = [read for executor, log in after.items() for read in _state_reads(log[len(before.get(executor, "")):])]
+    assert not [r for r in reads if r[2] == "the checkpoint location" and r[1] != "changelog"], reads
+    assert lost <= {store for store, _, where in reads if where == "its local copy"}, (lost, reads)
