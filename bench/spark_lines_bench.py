@@ -17,8 +17,8 @@ against that line's own Spark and its own RocksDB provider:
 
 `--quick` skips the state data source and keeps one operator test. `--failover-lines` runs failover_source on those
 lines only ("not run" on the others; CI runs it on 3.5 and 4.0, the lines with adapters of their own: 4.1 and 4.2
-run the 4.1 adapter, which the whole suite on 4.3 runs through its kills). `--wheel` adds **wheel_without_jdk**: the wheel
-`python -m build` makes, installed with that pyspark in a fresh environment (`.venvs/wheel-<version>`), runs
+run the 4.1 adapter, which the whole suite on 4.3 runs through its kills). `--wheel` adds **wheel_without_jdk**: the
+wheel `python -m build` makes, installed with that pyspark in a fresh environment (`.venvs/wheel-<version>`), runs
 `statestore demo` (a streaming aggregation, an executor killed, its partitions failed over) with no `javac` or `jar`
 on the PATH: "replica" when the demo ends OK with every lost partition loaded from its replica and no jar compiled.
 
