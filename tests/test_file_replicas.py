@@ -142,9 +142,34 @@ def test_files_a_node_is_told_of_reach_the_replica_groups_host(tmp_path: Path) -
             assert entry is not None
             assert (entry.size, entry.crc32, entry.kept_by_node) == (len(data), zlib.crc32(data), replica)
         assert not (tmp_path / f"{other}-copies").exists() or not list((tmp_path / f"{other}-copies").iterdir())
-        status = next(p for p in cluster.status().partitions if p.store.store_id == STORE_ID)
+        def load_reported() -> object:
+            status = next(p for p in cluster.status().partitions if p.store.store_id == STORE_ID)
+            return status if status.last_load.bytes_replica_files else None
+
+        status = wait_until(load_reported, 20, "the partition's load report in status")  # it comes with a heartbeat
         assert status.primary_node == "a"
         load = status.last_load
         assert (load.bytes_replica_files, load.bytes_checkpoint, load.bytes_local_files) == (21000, 930, 0)
         assert (load.source, load.from_version, load.versions_applied) == ("replica files", 2, 1)
         assert describe_load(load) == "replica files 0.0 MiB, checkpoint 0.0 MiB v2+1"
+
+        # The replica's node restarts (same node id and host directory): it finds the copies it kept again.
+        cluster.processes[replica].kill9()
+        cluster.start_node(replica, *extra[replica])
+        wait_until(lambda: '"file_replicas_recovered"' in cluster.processes[replica].log(), 20,
+                   f"{replica} to find the copies it kept before its restart")  # fmt: skip
+        assert '"files": 4' in cluster.processes[replica].log(), cluster.processes[replica].log()
+        wait_until(lambda: cluster.held(replica, STORE_ID) == 2, 30, f"{replica}'s held version 2 after its restart")
+
+        # What the recovery is for: the node cleans up after the files it held. Spark's retention deletes
+        # 1.changelog from the checkpoint; when the next snapshot arrives, its shipped copy goes too.
+        (partition / "1.changelog").unlink()
+        zip3 = b"zip3" * 1000
+        (partition / "3.zip").write_bytes(zip3)
+        copy = keep_like_the_executor(tmp_path / "a-copies", str(partition / "3.zip"), "3.zip", zip3)
+        tell_node(tmp_path / "a.sock", FileKept(STORE_ID, str(partition), str(partition / "3.zip"), "3.zip", 3,
+                                                len(zip3), zlib.crc32(zip3), str(copy), "", "", "", ""))  # fmt: skip
+        wait_until(lambda: peer.entry(str(partition / "3.zip"), "3.zip") is not None, 20, f"3.zip on {replica}'s host")
+        wait_until(lambda: peer.entry(str(partition / "1.changelog"), "1.changelog") is None, 20,
+                   f"the copy of the deleted 1.changelog to go from {replica}'s host")  # fmt: skip
+        assert peer.entry(str(partition / "2.changelog"), "2.changelog") is not None

@@ -140,8 +140,28 @@ class FileReplicas:
         self._sends: queue.SimpleQueue[_Send | _Adopt | None] = queue.SimpleQueue()
         self._channels: dict[str, tuple[str, grpc.Channel]] = {}  # node id -> (address, channel)
         self._scan: tuple[float, dict[str, list[KeptFile]]] = (float("-inf"), {})
+        self._recover_held()
         self._sender = threading.Thread(target=self._send_loop, name="file-replicas", daemon=True)
         self._sender.start()
+
+    def _recover_held(self) -> None:
+        """The replicas this node held before it restarted: the copies it kept from peers' shipments are on the
+        host's disk, each index entry naming its partition, and are reported held again from the first heartbeat
+        (so the controller counts them for failover and moves instead of shipping them all again)."""
+        if self.copies is None:
+            return
+        for entry, name in self.copies.kept_by_this_node():
+            store = common_pb2.StoreRef(store_id=entry.store[0], checkpoint_dir=entry.store[1]) if entry.store else None
+            version = state_file_version(name)
+            if store is None or version is None:
+                continue
+            replica = self._replicas.setdefault(partition_key(store), _FileReplica(store))
+            replica.names[name] = entry.checkpoint_path
+            replica.version = max(replica.version, version)
+            replica.size_bytes += entry.size
+        if self._replicas:
+            log_event(_log, "file_replicas_recovered", partitions=len(self._replicas),
+                      files=sum(len(r.names) for r in self._replicas.values()))  # fmt: skip
 
     # ----------------------------------------------------------------- primary side
 
@@ -280,7 +300,8 @@ class FileReplicas:
                 yield chunk.data
 
         try:
-            done = self.copies.write(header.checkpoint_path, header.name, header.size, header.crc32, data())
+            done = self.copies.write(header.checkpoint_path, header.name, header.size, header.crc32, data(),
+                                     store=(header.store.store_id, header.store.checkpoint_dir))  # fmt: skip
         except (FileCopyError, OSError) as exc:
             log_event(_log, "file_copy_refused", logging.WARNING, store=header.store.store_id, file=header.name,
                       error=str(exc))  # fmt: skip

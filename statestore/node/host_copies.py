@@ -16,7 +16,7 @@ import os
 import re
 import uuid
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,7 @@ COPIES_DIR_NAME = "statestore-replica-files"
 # A state file's name under its partition's directory (StateFilePath.java): an SST, a snapshot, a changelog.
 _STATE_FILE_NAME = re.compile(r"^(?:SSTs/[^/]+\.sst|(?P<version>\d+)(?:_[0-9a-fA-F-]+)?\.(?:zip|changelog))$")
 _NODE_MARK = "node "
+_STORE_MARK = "store "
 
 
 class FileCopyError(Exception):
@@ -33,13 +34,27 @@ class FileCopyError(Exception):
 
 @dataclass(frozen=True)
 class Entry:
-    """An index entry: the checkpoint path a copy is of, the file's size and CRC32, and the node that kept it from a
-    peer's shipment ("" when this host's JVM wrote it)."""
+    """An index entry: the checkpoint path a copy is of, the file's size and CRC32, the node that kept it from a
+    peer's shipment ("" when this host's JVM wrote it), and for such a copy the partition it is a file of (store id,
+    checkpoint location), so that the node finds what it holds again after a restart."""
 
     checkpoint_path: str
     size: int
     crc32: int
     kept_by_node: str
+    store: tuple[str, str] | None = None
+
+
+def _entry(lines: list[str]) -> Entry | None:
+    """The entry an index file's lines hold (None when it has fewer than three)."""
+    if len(lines) < 3:
+        return None
+    kept_by_node = lines[3][len(_NODE_MARK) :] if len(lines) > 3 and lines[3].startswith(_NODE_MARK) else ""
+    store = None
+    if len(lines) > 4 and lines[4].startswith(_STORE_MARK) and " " in lines[4][len(_STORE_MARK) :]:
+        store_id, checkpoint_dir = lines[4][len(_STORE_MARK) :].split(" ", 1)
+        store = (store_id, checkpoint_dir)
+    return Entry(lines[0], int(lines[1]), int(lines[2]), kept_by_node, store)
 
 
 def state_file_version(name: str) -> int | None:
@@ -77,10 +92,27 @@ class HostCopies:
             lines = index.read_text("utf-8").splitlines()
             if len(lines) < 3 or lines[0] != checkpoint_path:
                 return None
-            kept_by_node = lines[3][len(_NODE_MARK) :] if len(lines) > 3 and lines[3].startswith(_NODE_MARK) else ""
-            return Entry(lines[0], int(lines[1]), int(lines[2]), kept_by_node)
+            return _entry(lines)
         except (OSError, ValueError, UnicodeDecodeError):
             return None
+
+    def kept_by_this_node(self) -> Iterator[tuple[Entry, str]]:
+        """(entry, name under its partition) of every copy this node kept from peers' shipments and that names its
+        partition: what it held before a restart."""
+        with contextlib.suppress(OSError):
+            for found in os.scandir(self.directory):
+                if not found.name.endswith(INDEX_SUFFIX) or found.name.startswith("."):
+                    continue
+                try:
+                    entry = _entry(Path(found.path).read_text("utf-8").splitlines())
+                except (OSError, ValueError, UnicodeDecodeError):
+                    continue
+                if entry is None or entry.kept_by_node != self._node_id or entry.store is None:
+                    continue
+                parent, _, base = entry.checkpoint_path.rpartition("/")
+                name = f"SSTs/{base}" if parent.endswith("/SSTs") else base
+                if self.copy_path(entry.checkpoint_path, name).name + INDEX_SUFFIX == found.name:
+                    yield entry, name
 
     def holds(self, checkpoint_path: str, name: str, size: int, crc32: int) -> bool:
         """Whether the host has a copy of `checkpoint_path` with that size and checksum."""
@@ -92,8 +124,12 @@ class HostCopies:
         except OSError:
             return False
 
-    def write(self, checkpoint_path: str, name: str, size: int, crc32: int, chunks: Iterable[bytes]) -> str:
-        """Keep `chunks` (the file's bytes in order) as the copy of `checkpoint_path`; returns what was done.
+    def write(
+        self, checkpoint_path: str, name: str, size: int, crc32: int, chunks: Iterable[bytes],
+        store: tuple[str, str] | None = None,
+    ) -> str:
+        """Keep `chunks` (the file's bytes in order) as the copy of `checkpoint_path`, a file of partition `store`
+        (store id, checkpoint location) when given; returns what was done.
         Raises FileCopyError when the bytes are not `size` long with CRC32 `crc32`, when the name is no state
         file's, or when this host's JVM wrote its own copy of the path (never replaced from a peer)."""
         _check_names(checkpoint_path, name)
@@ -124,7 +160,8 @@ class HostCopies:
             os.replace(staging, copy)
         finally:
             staging.unlink(missing_ok=True)
-        self._write_index(copy, f"{checkpoint_path}\n{size}\n{crc32}\n{_NODE_MARK}{self._node_id}\n")
+        partition = f"{_STORE_MARK}{store[0]} {store[1]}\n" if store else ""
+        self._write_index(copy, f"{checkpoint_path}\n{size}\n{crc32}\n{_NODE_MARK}{self._node_id}\n{partition}")
         return f"kept {size} bytes"
 
     def delete_shipped(self, checkpoint_path: str, name: str) -> bool:
