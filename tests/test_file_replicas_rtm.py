@@ -31,7 +31,7 @@ import pyspark
 import pytest
 from test_file_replicas_spark import TIMEOUT, LoopbackCluster, _wait
 
-from spark_provider.local_cluster import executor_pids, kill_executor
+from spark_provider.local_cluster import kill_executor
 
 pytestmark = pytest.mark.skipif(
     tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < (4, 3), reason="Real-Time Mode came with Spark 4.3"
@@ -76,7 +76,9 @@ def spark(cluster: LoopbackCluster) -> Iterator[Any]:
     session = spark_provider.enable(builder, spark_rocksdb=True, replication_factor=2).getOrCreate()
     try:
         session.sparkContext.setLogLevel("ERROR")
-        _wait(lambda: len(executor_pids()) >= SLOTS, "an executor on every worker", 120)
+        # Registered with the scheduler, not only started: Real-Time Mode fails a batch it cannot give every slot.
+        tracker = session.sparkContext._jsc.sc().statusTracker()  # the driver counts itself among the executors
+        _wait(lambda: len(tracker.getExecutorInfos()) > SLOTS, "an executor on every worker", 120)
         yield session
     finally:
         session.stop()
@@ -175,7 +177,7 @@ def test_a_real_time_aggregation_restarted_after_an_executor_kill_loads_from_cop
         query.add(4)
         with pytest.raises(Exception, match=r"ExecutorLostFailure|exited caused by"):  # Real-Time Mode: no task retry
             query.query.awaitTermination(TIMEOUT)
-        tracker = spark.sparkContext._jsc.sc().statusTracker()  # the driver counts itself among the executors
+        tracker = spark.sparkContext._jsc.sc().statusTracker()
         _wait(lambda: len(tracker.getExecutorInfos()) > SLOTS, "the cluster manager to replace the executor")
         query.query = query.start()
         for round_ in range(5, 7):
