@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyspark
 import pytest
-from test_file_replicas_spark import TIMEOUT, LoopbackCluster, _wait
+from test_file_replicas_spark import TIMEOUT, WORKERS, LoopbackCluster, _wait, loopback_cluster, session_on
 
 from spark_provider.local_cluster import kill_executor
 
@@ -38,50 +37,20 @@ pytestmark = pytest.mark.skipif(
 )
 STATE_PARTITIONS = 2
 SLOTS = 1 + STATE_PARTITIONS  # the source's one partition and the state partitions, all at once
+assert len(WORKERS) == SLOTS, "one one-core worker per task of a batch"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackCluster]:
-    started = LoopbackCluster(tmp_path_factory.mktemp("loopback-cluster-rtm"))
-    try:
-        started.start()
+    with loopback_cluster(tmp_path_factory.mktemp("loopback-cluster-rtm")) as started:
         yield started
-    finally:
-        started.close()
 
 
 @pytest.fixture(scope="module")
 def spark(cluster: LoopbackCluster) -> Iterator[Any]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import spark_provider
-
-    builder = (
-        SparkSession.builder.master(cluster.master_url)
-        .appName("file-replicas-rtm")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.cores.max", str(SLOTS))
-        .config("spark.executor.cores", "1")
-        .config("spark.executor.instances", str(SLOTS))
-        .config("spark.dynamicAllocation.enabled", "false")
-        .config("spark.executor.memory", "768m")
-        .config("spark.sql.shuffle.partitions", str(STATE_PARTITIONS))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
-        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
-    )
-    session = spark_provider.enable(builder, spark_rocksdb=True, replication_factor=2).getOrCreate()
-    try:
-        session.sparkContext.setLogLevel("ERROR")
-        # Registered with the scheduler, not only started: Real-Time Mode fails a batch it cannot give every slot.
-        tracker = session.sparkContext._jsc.sc().statusTracker()  # the driver counts itself among the executors
-        _wait(lambda: len(tracker.getExecutorInfos()) > SLOTS, "an executor on every worker", 120)
+    # Real-Time Mode fails a batch it cannot give every slot: the session waits for every executor to register.
+    with session_on(cluster, "file-replicas-rtm", STATE_PARTITIONS, replication_factor=2) as session:
         yield session
-    finally:
-        session.stop()
 
 
 class RealTimeCounts:

@@ -140,9 +140,10 @@ class LoopbackCluster:
             process.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackCluster]:
-    started = LoopbackCluster(tmp_path_factory.mktemp("loopback-cluster"))
+@contextlib.contextmanager
+def loopback_cluster(root: Path) -> Iterator[LoopbackCluster]:
+    """A started `LoopbackCluster` under `root`, closed (every daemon and what it started killed) on exit."""
+    started = LoopbackCluster(root)
     try:
         started.start()
         yield started
@@ -150,8 +151,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackCluste
         started.close()
 
 
-@pytest.fixture(scope="module")
-def spark(cluster: LoopbackCluster) -> Iterator[Any]:
+@contextlib.contextmanager
+def session_on(
+    cluster: LoopbackCluster, app: str, partitions: int, confs: dict[str, str] | None = None, **settings: Any
+) -> Iterator[Any]:
+    """A SparkSession on `cluster`, one one-core executor per worker, on Spark's RocksDB provider with changelog
+    checkpointing and our layer (`enable(spark_rocksdb=True, **settings)`), yielded once every executor has
+    registered with the scheduler; stopped on exit."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
@@ -159,7 +165,7 @@ def spark(cluster: LoopbackCluster) -> Iterator[Any]:
 
     builder = (
         SparkSession.builder.master(cluster.master_url)
-        .appName("file-replicas-spark")
+        .appName(app)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.cores.max", str(len(WORKERS)))
         .config("spark.executor.cores", "1")
@@ -167,21 +173,36 @@ def spark(cluster: LoopbackCluster) -> Iterator[Any]:
         .config("spark.executor.instances", str(len(WORKERS)))
         .config("spark.dynamicAllocation.enabled", "false")
         .config("spark.executor.memory", "768m")
-        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
+        .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.locality.wait", "30s")  # the lost partitions run where the controller steered them
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
         .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
     )
-    session = spark_provider.enable(builder, spark_rocksdb=True).getOrCreate()
+    for key, value in (confs or {}).items():
+        builder = builder.config(key, value)
+    session = spark_provider.enable(builder, spark_rocksdb=True, **settings).getOrCreate()
     try:
         session.sparkContext.setLogLevel("ERROR")
-        _wait(lambda: len(executor_pids()) >= len(WORKERS), "an executor on every worker", 120)
+        tracker = session.sparkContext._jsc.sc().statusTracker()  # the driver counts itself among the executors
+        _wait(lambda: len(tracker.getExecutorInfos()) > len(WORKERS), "an executor on every worker", 120)
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackCluster]:
+    with loopback_cluster(tmp_path_factory.mktemp("loopback-cluster")) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def spark(cluster: LoopbackCluster) -> Iterator[Any]:
+    # The lost partitions run where the controller steered them.
+    with session_on(cluster, "file-replicas-spark", PARTITIONS, {"spark.locality.wait": "30s"}) as session:
+        yield session
 
 
 def _state_reads(log: str) -> list[tuple[str, str]]:
