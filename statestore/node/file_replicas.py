@@ -146,8 +146,8 @@ class FileReplicas:
 
     def _recover_held(self) -> None:
         """The replicas this node held before it restarted: the copies it kept from peers' shipments are on the
-        host's disk, each index entry naming its partition, and are reported held again from the first heartbeat
-        (so the controller counts them for failover and moves instead of shipping them all again)."""
+        host's disk, each index entry naming its partition. Found again, they are reported held from the first
+        heartbeat, and a retire or a snapshot's prune removes them as before the restart."""
         if self.copies is None:
             return
         for entry, name in self.copies.kept_by_this_node():
