@@ -221,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         "10): fewer changelogs to replay on a load, more snapshots to upload",
     )  # fmt: skip
     parser.add_argument(
+        "--maintenance-interval", default=None,
+        help="Spark's spark.sql.streaming.stateStore.maintenanceInterval for both configurations (default: Spark's, "
+        "60s): how soon a snapshot made at commit is uploaded, and so how many changelogs a load replays",
+    )  # fmt: skip
+    parser.add_argument(
         "--locations", nargs="+", choices=("local", "remote"), default=None,
         help="checkpoint locations to run: local disk, and a throttled remote store (bench/throttled_fs.py); default: "
         "both for the full run, local with --quick",
@@ -231,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.min_deltas is not None:
         fb.EXTRA_CONF["spark.sql.streaming.stateStore.minDeltasForSnapshot"] = str(args.min_deltas)
+    if args.maintenance_interval is not None:
+        fb.EXTRA_CONF["spark.sql.streaming.stateStore.maintenanceInterval"] = args.maintenance_interval
     if args.one:  # one configuration, in a process (and so a driver JVM and Spark builder) of its own
         config, size, result = args.one
         if args.remote_dir is not None:
@@ -257,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
                                str(kills), "--workdir", str(work), "--out", str(args.out)]  # fmt: skip
                     if args.min_deltas is not None:
                         command += ["--min-deltas", str(args.min_deltas)]
+                    if args.maintenance_interval is not None:
+                        command += ["--maintenance-interval", args.maintenance_interval]
                     if mount is not None:
                         command += ["--remote-dir", str(mount), "--remote-stats", str(stats)]
                     subprocess.run(command, check=True)

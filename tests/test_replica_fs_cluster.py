@@ -69,6 +69,11 @@ def _state_reads(log: str) -> list[tuple[str, str]]:
                       log)  # fmt: skip
 
 
+def _linked_ssts(log: str) -> list[str]:
+    """The store ids of the SSTs this executor's loads were served as hard links to local copies."""
+    return re.findall(r"statestore-fs: (\S+) read \d+ bytes of sst \S+ from its local copy[^,\n]*, as a hard link", log)
+
+
 def _loaded_partitions(log: str, run_id: str) -> set[int]:
     """The partitions whose state Spark's provider loaded on this executor for query run `run_id` (its INFO log
     names each)."""
@@ -206,15 +211,19 @@ def test_a_killed_executors_partitions_load_from_the_copies_it_kept_on_the_host(
     assert not [r for r in reads if r[1] == "the checkpoint location"], reads
     reloaded = {f"0/{p}/default" for p in lost}
     assert reloaded <= {store for store, where in reads if where == "its local copy"}, (lost, reads)
+    # Spark's file manager copies each SST into RocksDB's directory: the layer hard-links the copy instead.
+    linked = {store for executor, log in _executor_logs(spark).items() for store in _linked_ssts(log)}
+    assert linked & reloaded, f"no SST of a reloaded partition {sorted(reloaded)} was served as a hard link"
 
 
 def test_a_corrupt_copy_fails_the_load_and_its_retry_reads_the_checkpoint(
     spark: Any, tmp_path: Path, host_copies: Path
 ) -> None:
     """Every local copy of the lost partitions' state files overwritten by junk of the same length after the kill:
-    the copies are still served (their sizes match), their checksums fail as the load reads them, the copies are
-    removed and the load fails; Spark's retry of the task reads the checkpoint location, and every batch is
-    exact."""
+    the copies are still trusted (their sizes match), and their checksums fail: an SST's as it is hard-linked (the
+    link is removed, and the copy read from the checkpoint location instead), a changelog's or zip's as the load
+    reads it (the load fails, and Spark's retry of the task reads the checkpoint location). Either way the
+    partition's copies are removed, and every batch is exact."""
     damaged: list[str] = []
 
     def corrupt_copies(checkpoint: Path, lost: set[int]) -> None:

@@ -124,13 +124,19 @@ final class CheckpointReads {
       if (closed) return;
       closed = true;
       in.close();
-      boolean fromCopy = source != FrameCodec.SOURCE_CHECKPOINT;
-      (fromCopy ? SERVED : BYTES).get(file.kind()).add(read);
-      LOG.info("statestore-fs: {} read {} bytes of {} {} from {}", file.storeId(), read,
-          file.kind().name().toLowerCase(java.util.Locale.ROOT), file.name(),
-          !fromCopy ? "the checkpoint location"
-              : source == FrameCodec.SOURCE_REPLICA ? "its local copy (shipped by a peer)" : "its local copy");
-      FileShipping.read(file, read, source);
+      record(file, read, source, "");
     }
+  }
+
+  /** Counts {@code bytes} of {@code file} a load read from {@code source}, logs it (with {@code how} appended:
+   * how the copy was served, if not as a stream) and tells the state node. */
+  static void record(StateFilePath file, long bytes, int source, String how) {
+    boolean fromCopy = source != FrameCodec.SOURCE_CHECKPOINT;
+    (fromCopy ? SERVED : BYTES).get(file.kind()).add(bytes);
+    LOG.info("statestore-fs: {} read {} bytes of {} {} from {}{}", file.storeId(), bytes,
+        file.kind().name().toLowerCase(java.util.Locale.ROOT), file.name(),
+        !fromCopy ? "the checkpoint location"
+            : source == FrameCodec.SOURCE_REPLICA ? "its local copy (shipped by a peer)" : "its local copy", how);
+    FileShipping.read(file, bytes, source);
   }
 }

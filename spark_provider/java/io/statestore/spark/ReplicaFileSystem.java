@@ -38,6 +38,26 @@ public class ReplicaFileSystem extends LocalFileSystem {
         (p, copy) -> copy ? getRaw().open(p, bufferSize) : super.open(p, bufferSize), getConf());
   }
 
+  // Spark's file manager copies each SST a load lacks with copyToLocalFile: a trusted local copy is hard-linked
+  // into RocksDB's working directory instead of being read and written again.
+  @Override
+  public void copyToLocalFile(boolean delSrc, Path src, Path dst) throws IOException {
+    if (!linked(delSrc, src, dst)) super.copyToLocalFile(delSrc, src, dst);
+  }
+
+  @Override
+  public void copyToLocalFile(boolean delSrc, Path src, Path dst, boolean useRawLocalFileSystem) throws IOException {
+    if (!linked(delSrc, src, dst)) super.copyToLocalFile(delSrc, src, dst, useRawLocalFileSystem);
+  }
+
+  private boolean linked(boolean delSrc, Path src, Path dst) throws IOException {
+    StateFilePath file = delSrc ? null : StateFilePath.of(src);
+    String scheme = dst.toUri().getScheme();
+    if (file == null || (scheme != null && !scheme.equals("file"))) return false;
+    return ReplicaFiles.link(src, file, getFileStatus(src).getLen(), new java.io.File(dst.toUri().getPath()),
+        getConf());
+  }
+
   @Override
   public boolean delete(Path path, boolean recursive) throws IOException {
     boolean directory;

@@ -326,6 +326,50 @@ final class ReplicaFiles {
     return CheckpointReads.counted(in, file);
   }
 
+  /** Serves state file {@code path} (of {@code size} bytes in the checkpoint) to {@code target}, a local file a load
+   * copies it to (Spark's file manager copies each SST into RocksDB's working directory), as a hard link to its
+   * trusted copy: the load then writes nothing. The linked bytes are checked against the checksum taken when the
+   * copy was kept before this returns (the link, not the copy's name, is what RocksDB opens; copies are replaced
+   * by rename and never written in place, so the two stay one file). Returns false when the caller must copy as
+   * usual: no trusted copy, or no link possible (another file system; logged once); a copy whose bytes differ is
+   * dropped with its partition's other copies, so the caller's copy reads the checkpoint location. */
+  static boolean link(Path path, StateFilePath file, long size, File target, Configuration conf) throws IOException {
+    Copy copy = trusted(path, file, size, conf);
+    if (copy == null || linksRefused) return false;
+    Files.deleteIfExists(target.toPath());
+    try {
+      Files.createLink(target.toPath(), copy.file().toPath());
+    } catch (IOException | UnsupportedOperationException e) {
+      if (!linksRefused) {
+        linksRefused = true;
+        LOG.info("statestore-fs: copies are not hard-linked into {} ({}); loads copy them instead",
+            target.getParent(), e.toString());
+      }
+      return false;
+    }
+    CRC32 crc = new CRC32();
+    long length;
+    try (InputStream in = new CheckedInputStream(Files.newInputStream(target.toPath()), crc)) {
+      length = in.transferTo(OutputStream.nullOutputStream());
+    } catch (IOException e) {
+      Files.deleteIfExists(target.toPath());
+      throw e;
+    }
+    String why = length != copy.size() ? "it has " + length + " bytes, " + copy.size() + " were kept"
+        : crc.getValue() != copy.crc() ? "its checksum differs from the one taken when it was kept" : null;
+    if (why != null) {
+      Files.deleteIfExists(target.toPath());
+      dropCorrupt(path, file, copy, why);
+      return false;
+    }
+    CheckpointReads.record(file, length, copy.shipped() ? FrameCodec.SOURCE_REPLICA : FrameCodec.SOURCE_LOCAL,
+        ", as a hard link");
+    return true;
+  }
+
+  /** Set once a hard link from the copies directory failed: every later load copies. */
+  private static volatile boolean linksRefused;
+
   /** A file system's own open, of a checkpoint path or (when {@code copy}) of a copy's local path. */
   interface Opener {
     FSDataInputStream open(Path path, boolean copy) throws IOException;
