@@ -31,13 +31,20 @@ from statestore.node.local_channel import read_frame
 STORE_ID = "0/3/default"
 
 
-def keep_like_the_executor(copies: Path, checkpoint_path: str, name: str, data: bytes) -> Path:
-    """A copy and its three-line index entry as the executor's JVM writes them (ReplicaFiles.java)."""
+def keep_like_the_executor(copies: Path, checkpoint_path: str, name: str, data: bytes, modified_ms: int = 0) -> Path:
+    """A copy and its index entry as the executor's JVM writes them (ReplicaFiles.java): three lines, and the
+    checkpoint file's modification time when known."""
     copies.mkdir(parents=True, exist_ok=True)
     copy = copies / copy_name(checkpoint_path, name)
     copy.write_bytes(data)
-    Path(f"{copy}.index").write_text(f"{checkpoint_path}\n{len(data)}\n{zlib.crc32(data)}\n")
+    modified = f"modified {modified_ms}\n" if modified_ms else ""
+    Path(f"{copy}.index").write_text(f"{checkpoint_path}\n{len(data)}\n{zlib.crc32(data)}\n{modified}")
     return copy
+
+
+def modified_ms(path: Path) -> int:
+    """A file's modification time in ms, as Hadoop's local file system reports it."""
+    return path.stat().st_mtime_ns // 1_000_000
 
 
 def tell_node(sock: Path, message: FileKept | FileRead) -> str:
@@ -84,13 +91,30 @@ def test_a_shipped_copy_is_checked_and_never_replaces_the_hosts_own(tmp_path: Pa
     assert copies.copy_path(path, "4.changelog").read_bytes() == data
     assert copies.write(path, "4.changelog", len(data), zlib.crc32(data), iter([data])) == "already held"
 
-    # The host's executor rewrote the file (a re-run batch): its copy wins over any shipment.
+    # The host's executor rewrote the file (a re-run batch): its copy wins over a shipment not known to be later.
     own = b"rewritten here" * 90
-    keep_like_the_executor(tmp_path / "copies", path, "4.changelog", own)
+    keep_like_the_executor(tmp_path / "copies", path, "4.changelog", own, modified_ms=1_700_000_005_000)
     with pytest.raises(FileCopyError, match="wrote its own copy"):
         copies.write(path, "4.changelog", len(data), zlib.crc32(data), iter([data]))
+    with pytest.raises(FileCopyError, match="wrote its own copy"):  # a late shipment of an earlier write
+        copies.write(path, "4.changelog", len(data), zlib.crc32(data), iter([data]), modified_ms=1_700_000_001_000)
     assert not copies.delete_shipped(path, "4.changelog")
     assert copies.copy_path(path, "4.changelog").read_bytes() == own
+
+    # The batch ran again on another host, which rewrote the name later: its shipment replaces the stale copy.
+    again = b"rewritten there" * 84
+    done = copies.write(path, "4.changelog", len(again), zlib.crc32(again), iter([again]),
+                        store=("0/3/default", "/ckpt/state"), modified_ms=1_700_000_009_000)  # fmt: skip
+    assert done.startswith("kept"), done
+    entry = copies.entry(path, "4.changelog")
+    assert entry is not None and (entry.kept_by_node, entry.modified_ms) == ("node-b", 1_700_000_009_000)
+    assert entry.store == ("0/3/default", "/ckpt/state")
+    assert copies.copy_path(path, "4.changelog").read_bytes() == again
+    # The same bytes written once more (a later write, same content): not held as of that write, so kept again
+    # with the later time, which the Java side compares with the checkpoint file's.
+    assert not copies.holds(path, "4.changelog", len(again), zlib.crc32(again), 1_700_000_012_000)
+    copies.write(path, "4.changelog", len(again), zlib.crc32(again), iter([again]), modified_ms=1_700_000_012_000)
+    assert copies.entry(path, "4.changelog").modified_ms == 1_700_000_012_000  # type: ignore[union-attr]
 
 
 def test_files_a_node_is_told_of_reach_the_replica_groups_host(tmp_path: Path) -> None:
@@ -114,7 +138,7 @@ def test_files_a_node_is_told_of_reach_the_replica_groups_host(tmp_path: Path) -
                 tmp_path / "a.sock",
                 FileKept(STORE_ID, str(partition), str(checkpoint_file), name, state_file_version(name) or 0,
                          len(data), zlib.crc32(data), str(copy), "3f1c6a53-8c2e-4d0b-9a41-6f0e2d7b5c10",
-                         f"file:{tmp_path}/ckpt/state", "1", "127.0.0.1"),
+                         f"file:{tmp_path}/ckpt/state", "1", "127.0.0.1", modified_ms(checkpoint_file)),
             )  # fmt: skip
             assert note.startswith(("shipping to", "no replica group yet")), note
         # What the load before those writes read, and from where: the partition's load report in status.
@@ -141,6 +165,7 @@ def test_files_a_node_is_told_of_reach_the_replica_groups_host(tmp_path: Path) -
             entry = peer.entry(path, name)
             assert entry is not None
             assert (entry.size, entry.crc32, entry.kept_by_node) == (len(data), zlib.crc32(data), replica)
+            assert entry.modified_ms == modified_ms(partition / name)  # what the Java side checks at a load
         assert not (tmp_path / f"{other}-copies").exists() or not list((tmp_path / f"{other}-copies").iterdir())
         def load_reported() -> object:
             status = next(p for p in cluster.status().partitions if p.store.store_id == STORE_ID)
@@ -168,7 +193,8 @@ def test_files_a_node_is_told_of_reach_the_replica_groups_host(tmp_path: Path) -
         (partition / "3.zip").write_bytes(zip3)
         copy = keep_like_the_executor(tmp_path / "a-copies", str(partition / "3.zip"), "3.zip", zip3)
         tell_node(tmp_path / "a.sock", FileKept(STORE_ID, str(partition), str(partition / "3.zip"), "3.zip", 3,
-                                                len(zip3), zlib.crc32(zip3), str(copy), "", "", "", ""))  # fmt: skip
+                                                len(zip3), zlib.crc32(zip3), str(copy), "", "", "", "",
+                                                modified_ms(partition / "3.zip")))  # fmt: skip
         wait_until(lambda: peer.entry(str(partition / "3.zip"), "3.zip") is not None, 20, f"3.zip on {replica}'s host")
         wait_until(lambda: peer.entry(str(partition / "1.changelog"), "1.changelog") is None, 20,
                    f"the copy of the deleted 1.changelog to go from {replica}'s host")  # fmt: skip

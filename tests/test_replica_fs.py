@@ -88,14 +88,18 @@ def _session(jar: str, copies: Path, layer: bool = True, conf: dict[str, str] | 
 
 def overwrite_state_files_with_junk(checkpoint: Path) -> int:
     """Every SST, snapshot zip and changelog of the checkpoint overwritten in place by junk of the same length (as
-    the probe in DESIGN.md section 8 did); returns how many."""
+    the probe in DESIGN.md section 8 did), keeping its modification time: the junk stands for bytes no load may
+    read, not for a later write of the file (which the layer tells by that time, and serves no copy of); returns
+    how many."""
     doomed = [
         f
         for f in (checkpoint / "state").rglob("*")
         if f.is_file() and not f.name.startswith(".") and f.suffix in (".sst", ".zip", ".changelog")
     ]
     for f in doomed:
-        f.write_bytes(b"\xa5" * f.stat().st_size)
+        status = f.stat()
+        f.write_bytes(b"\xa5" * status.st_size)
+        os.utime(f, ns=(status.st_atime_ns, status.st_mtime_ns))
     return len(doomed)
 
 
@@ -149,10 +153,26 @@ class _Aggregation:
         self.spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
 
 
-def _scenario(root: Path, jar: str, junk: bool, conf: dict[str, str] | None = None) -> dict[str, Any]:
+def rewrite_versions_later(checkpoint: Path) -> int:
+    """Every changelog and snapshot zip of the checkpoint written again under its name, with the same bytes and a
+    later modification time, through a temporary file renamed over it, as a batch re-run on another host rewrites
+    it (checkpoint format 1); returns how many."""
+    rewritten = 0
+    for changelog in sorted(f for f in (checkpoint / "state").rglob("*") if f.suffix in (".changelog", ".zip")):
+        staging = changelog.with_name(f".{changelog.name}.rewrite.tmp")
+        staging.write_bytes(changelog.read_bytes())
+        later = changelog.stat().st_mtime_ns + 5_000_000_000
+        os.utime(staging, ns=(later, later))
+        os.replace(staging, changelog)
+        rewritten += 1
+    return rewritten
+
+
+def _scenario(root: Path, jar: str, junk: bool | str, conf: dict[str, str] | None = None) -> dict[str, Any]:
     """Four runs of an aggregation, then a fifth from the same checkpoint (a new query run: its providers load
     every partition through the file system), with every state file of the checkpoint overwritten by junk first when
-    `junk`; what the last run saw and the reads counted before and after it."""
+    `junk`, or every changelog written again when it is "rewrite"; what the last run saw and the reads counted
+    before and after it."""
     spark = _session(jar, root / "copies", conf=conf)
     job = _Aggregation(spark, root)
     checkpoint = job.checkpoint
@@ -161,7 +181,10 @@ def _scenario(root: Path, jar: str, junk: bool, conf: dict[str, str] | None = No
         job.run()
     job.close_stopped_runs()
     counters = job.counters
-    junked = overwrite_state_files_with_junk(checkpoint) if junk else 0
+    if junk == "rewrite":
+        junked = rewrite_versions_later(checkpoint)
+    else:
+        junked = overwrite_state_files_with_junk(checkpoint) if junk else 0
     before = counters()
     job.feed(4)
     job.run()
@@ -291,6 +314,29 @@ def test_a_reload_reads_the_local_copies_when_the_checkpoints_state_files_are_ju
     assert seen["indexed"] == seen["copy_names"], (seen["indexed"], seen["copy_names"])
 
 
+def test_a_copy_of_a_file_written_again_since_is_not_served(tmp_path: Path) -> None:
+    """A batch re-run on another host writes a changelog or snapshot zip again under its name (checkpoint format 1),
+    maybe at the same size (here with the same bytes): this host's copy is of the earlier write, and the checkpoint
+    file's modification time, kept with the copy, tells it. The restarted run reads the rewritten files it needs
+    from the checkpoint location, none from the stale copies (removed as found), keeps copies of them as they are
+    now, and is exact."""
+    seen = _run_scenario(tmp_path, "rewrite")
+    before, after = seen["before"], seen["after"]
+    read = {k: after[k] - before[k] for k in after}
+    assert seen["junked"] > 0
+    assert read["changelog"] + read["snapshot"] > 0, read
+    assert read["copy_changelog"] == read["copy_snapshot"] == 0, read
+    # What the reads kept instead: copies of the files as they are now, with the later modification time.
+    fresh = []
+    for index in (tmp_path / "copies").rglob("*.index"):
+        lines = index.read_text().splitlines()
+        checkpoint_file = Path(lines[0])
+        if checkpoint_file.suffix in (".changelog", ".zip") and checkpoint_file.exists():
+            now = checkpoint_file.stat().st_mtime_ns // 1_000_000
+            fresh += [line for line in lines[3:] if line == f"modified {now}"]
+    assert fresh, "no copy was kept of a rewritten file as the restarted run read it"
+
+
 def test_a_query_that_ran_before_the_layer_gets_copies_as_its_first_load_reads_the_checkpoint(tmp_path: Path) -> None:
     """A query already running on Spark's provider (its files written without the layer) is restarted with the
     layer on: its first load reads those files from the checkpoint location and keeps copies of them as it reads;
@@ -318,5 +364,5 @@ if __name__ == "__main__":
         manager = {"spark.sql.streaming.checkpointFileManagerClass": _file_system_manager()}
         result = _scenario(Path(sys.argv[1]), sys.argv[2], True, manager)
     else:
-        result = _scenario(Path(sys.argv[1]), sys.argv[2], mode == "junk")
+        result = _scenario(Path(sys.argv[1]), sys.argv[2], "rewrite" if mode == "rewrite" else mode == "junk")
     print(json.dumps(result))

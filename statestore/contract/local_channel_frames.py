@@ -499,9 +499,10 @@ class FileKept:
     provider kept a copy of one of the partition's state files as Spark wrote it: `checkpoint_path` in the
     checkpoint location, `name` under the partition's directory, `version` the state version it belongs to (0 for
     an SST), its `size` and CRC32, and the copy's local file `copy_path` (docs/formats.md section 7). The node
-    ships it to the partition's replica group and reports itself the partition's primary; the last four fields
+    ships it to the partition's replica group and reports itself the partition's primary; the next four fields
     name the partition and the executor to Spark's scheduler as in `PROMOTE` (empty when the file was written off
-    a task thread). Answered with status 0."""
+    a task thread); `modified_ms` is the checkpoint file's modification time once final (0 when not known: an
+    SST), by which every host's copy of a name a later write reuses is told stale. Answered with status 0."""
 
     store_id: str
     checkpoint_dir: str
@@ -515,6 +516,7 @@ class FileKept:
     state_root: str
     executor_id: str
     executor_host: str
+    modified_ms: int
 
 
 def encode_file_kept(message: FileKept) -> bytes:
@@ -533,6 +535,7 @@ def encode_file_kept(message: FileKept) -> bytes:
             pack_str(message.state_root),
             pack_str(message.executor_id),
             pack_str(message.executor_host),
+            pack_u64(message.modified_ms),
         )
     )
     return frame(FILE_KEPT, fields)
@@ -553,6 +556,7 @@ def decode_file_kept(fields: bytes) -> FileKept:
     state_root = reader.string()
     executor_id = reader.string()
     executor_host = reader.string()
+    modified_ms = reader.u64()
     reader.end()
     return FileKept(
         store_id,
@@ -567,6 +571,7 @@ def decode_file_kept(fields: bytes) -> FileKept:
         state_root,
         executor_id,
         executor_host,
+        modified_ms,
     )
 
 

@@ -31,7 +31,7 @@ import grpc
 
 from statestore import auth
 from statestore.logs import log_event
-from statestore.node.host_copies import INDEX_SUFFIX, FileCopyError, HostCopies, state_file_version
+from statestore.node.host_copies import INDEX_SUFFIX, FileCopyError, HostCopies, index_entry, state_file_version
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
 from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication_pb2_grpc
@@ -49,7 +49,8 @@ _READ_SOURCES = {0: "local files", 1: "replica files", 3: "checkpoint"}
 @dataclass(frozen=True)
 class KeptFile:
     """A state file this node's host kept a copy of: its checkpoint path, name under the partition's directory,
-    version (0 for an SST), size, CRC32 and the local copy."""
+    version (0 for an SST), size, CRC32, the local copy, and the checkpoint file's modification time in ms when it
+    was kept (0: not known)."""
 
     checkpoint_path: str
     name: str
@@ -57,6 +58,7 @@ class KeptFile:
     size: int
     crc32: int
     copy_path: Path
+    modified_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -301,7 +303,8 @@ class FileReplicas:
 
         try:
             done = self.copies.write(header.checkpoint_path, header.name, header.size, header.crc32, data(),
-                                     store=(header.store.store_id, header.store.checkpoint_dir))  # fmt: skip
+                                     store=(header.store.store_id, header.store.checkpoint_dir),
+                                     modified_ms=header.modified_ms)  # fmt: skip
         except (FileCopyError, OSError) as exc:
             log_event(_log, "file_copy_refused", logging.WARNING, store=header.store.store_id, file=header.name,
                       error=str(exc))  # fmt: skip
@@ -387,8 +390,9 @@ class FileReplicas:
         if not file.copy_path.exists():
             return  # Spark's retention deleted it meanwhile
         header = replication_pb2.FileCopyHeader(
-            checkpoint_path=file.checkpoint_path, name=file.name, size=file.size, crc32=file.crc32, version=file.version
-        )
+            checkpoint_path=file.checkpoint_path, name=file.name, size=file.size, crc32=file.crc32,
+            version=file.version, modified_ms=file.modified_ms,
+        )  # fmt: skip
         header.store.CopyFrom(store)
 
         def chunks() -> Iterator[replication_pb2.FileCopyChunk]:
@@ -446,10 +450,12 @@ class FileReplicas:
                 if not entry.name.endswith(INDEX_SUFFIX) or entry.name.startswith("."):
                     continue
                 try:
-                    lines = Path(entry.path).read_text("utf-8").splitlines()
-                    path, size, crc = lines[0], int(lines[1]), int(lines[2])
-                except (OSError, ValueError, IndexError, UnicodeDecodeError):
+                    found = index_entry(Path(entry.path).read_text("utf-8").splitlines())
+                except (OSError, ValueError, UnicodeDecodeError):
                     continue
+                if found is None:
+                    continue
+                path = found.checkpoint_path
                 partition_dir, _, base = path.rpartition("/")
                 name = base
                 if partition_dir.endswith("/SSTs"):
@@ -458,7 +464,8 @@ class FileReplicas:
                 if version is None:
                     continue
                 copy = Path(entry.path[: -len(INDEX_SUFFIX)])
-                by_partition.setdefault(partition_dir, []).append(KeptFile(path, name, version, size, crc, copy))
+                kept = KeptFile(path, name, version, found.size, found.crc32, copy, found.modified_ms)
+                by_partition.setdefault(partition_dir, []).append(kept)
         self._scan = (time.monotonic(), by_partition)
         return by_partition
 

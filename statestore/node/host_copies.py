@@ -3,9 +3,10 @@ layer keeps and serves (docs/formats.md section 7): a node writes there the file
 load on this host reads them from local disk.
 
 The Java side (`ReplicaFiles.java`) writes the copies of what this host's executors write; a node only adds the
-copies it received. A copy the host's own JVM wrote is never replaced by a shipped one: the JVM's write is the
-newer (a batch re-run here rewrites the file), and a late shipment from the partition's old host must not win over
-it. Entries a node wrote carry a fourth index line, `node <its id>`, which the Java side ignores.
+copies it received. A copy the host's own JVM wrote is replaced by a shipped one only when the shipment is of a
+later write of the checkpoint's file (its modification time is later: a batch re-run on another host rewrote the
+name); otherwise the JVM's write is taken as the newer (a batch re-run here rewrites the file), and a late shipment
+from the partition's old host must not win over it. Entries a node wrote carry an index line `node <its id>`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ COPIES_DIR_NAME = "statestore-replica-files"
 _STATE_FILE_NAME = re.compile(r"^(?:SSTs/[^/]+\.sst|(?P<version>\d+)(?:_[0-9a-fA-F-]+)?\.(?:zip|changelog))$")
 _NODE_MARK = "node "
 _STORE_MARK = "store "
+_MODIFIED_MARK = "modified "
 
 
 class FileCopyError(Exception):
@@ -35,26 +37,33 @@ class FileCopyError(Exception):
 @dataclass(frozen=True)
 class Entry:
     """An index entry: the checkpoint path a copy is of, the file's size and CRC32, the node that kept it from a
-    peer's shipment ("" when this host's JVM wrote it), and for such a copy the partition it is a file of (store id,
-    checkpoint location), so that the node finds what it holds again after a restart."""
+    peer's shipment ("" when this host's JVM wrote it), for such a copy the partition it is a file of (store id,
+    checkpoint location), so that the node finds what it holds again after a restart, and the checkpoint file's
+    modification time in ms when it was kept (0: not known)."""
 
     checkpoint_path: str
     size: int
     crc32: int
     kept_by_node: str
     store: tuple[str, str] | None = None
+    modified_ms: int = 0
 
 
-def _entry(lines: list[str]) -> Entry | None:
-    """The entry an index file's lines hold (None when it has fewer than three)."""
+def index_entry(lines: list[str]) -> Entry | None:
+    """The entry an index file's lines hold (None when it has fewer than three): three lines, then marked ones in
+    any order."""
     if len(lines) < 3:
         return None
-    kept_by_node = lines[3][len(_NODE_MARK) :] if len(lines) > 3 and lines[3].startswith(_NODE_MARK) else ""
-    store = None
-    if len(lines) > 4 and lines[4].startswith(_STORE_MARK) and " " in lines[4][len(_STORE_MARK) :]:
-        store_id, checkpoint_dir = lines[4][len(_STORE_MARK) :].split(" ", 1)
-        store = (store_id, checkpoint_dir)
-    return Entry(lines[0], int(lines[1]), int(lines[2]), kept_by_node, store)
+    kept_by_node, store, modified_ms = "", None, 0
+    for line in lines[3:]:
+        if line.startswith(_NODE_MARK):
+            kept_by_node = line[len(_NODE_MARK) :]
+        elif line.startswith(_STORE_MARK) and " " in line[len(_STORE_MARK) :]:
+            store_id, checkpoint_dir = line[len(_STORE_MARK) :].split(" ", 1)
+            store = (store_id, checkpoint_dir)
+        elif line.startswith(_MODIFIED_MARK):
+            modified_ms = int(line[len(_MODIFIED_MARK) :])
+    return Entry(lines[0], int(lines[1]), int(lines[2]), kept_by_node, store, modified_ms)
 
 
 def state_file_version(name: str) -> int | None:
@@ -92,7 +101,7 @@ class HostCopies:
             lines = index.read_text("utf-8").splitlines()
             if len(lines) < 3 or lines[0] != checkpoint_path:
                 return None
-            return _entry(lines)
+            return index_entry(lines)
         except (OSError, ValueError, UnicodeDecodeError):
             return None
 
@@ -104,7 +113,7 @@ class HostCopies:
                 if not found.name.endswith(INDEX_SUFFIX) or found.name.startswith("."):
                     continue
                 try:
-                    entry = _entry(Path(found.path).read_text("utf-8").splitlines())
+                    entry = index_entry(Path(found.path).read_text("utf-8").splitlines())
                 except (OSError, ValueError, UnicodeDecodeError):
                     continue
                 if entry is None or entry.kept_by_node != self._node_id or entry.store is None:
@@ -114,10 +123,13 @@ class HostCopies:
                 if self.copy_path(entry.checkpoint_path, name).name + INDEX_SUFFIX == found.name:
                     yield entry, name
 
-    def holds(self, checkpoint_path: str, name: str, size: int, crc32: int) -> bool:
-        """Whether the host has a copy of `checkpoint_path` with that size and checksum."""
+    def holds(self, checkpoint_path: str, name: str, size: int, crc32: int, modified_ms: int = 0) -> bool:
+        """Whether the host has a copy of `checkpoint_path` with that size and checksum (and, when `modified_ms` is
+        known, of the write at that modification time)."""
         entry = self.entry(checkpoint_path, name)
         if entry is None or (entry.size, entry.crc32) != (size, crc32):
+            return False
+        if modified_ms and entry.modified_ms != modified_ms:
             return False
         try:
             return self.copy_path(checkpoint_path, name).stat().st_size == size
@@ -126,19 +138,21 @@ class HostCopies:
 
     def write(
         self, checkpoint_path: str, name: str, size: int, crc32: int, chunks: Iterable[bytes],
-        store: tuple[str, str] | None = None,
+        store: tuple[str, str] | None = None, modified_ms: int = 0,
     ) -> str:
         """Keep `chunks` (the file's bytes in order) as the copy of `checkpoint_path`, a file of partition `store`
-        (store id, checkpoint location) when given; returns what was done.
+        (store id, checkpoint location) when given, of the checkpoint file's write at `modified_ms` (0: not known);
+        returns what was done.
         Raises FileCopyError when the bytes are not `size` long with CRC32 `crc32`, when the name is no state
-        file's, or when this host's JVM wrote its own copy of the path (never replaced from a peer)."""
+        file's, or when this host's JVM wrote its own copy of the path and the shipment is not known to be of a
+        later write of it."""
         _check_names(checkpoint_path, name)
-        if self.holds(checkpoint_path, name, size, crc32):
+        if self.holds(checkpoint_path, name, size, crc32, modified_ms):
             # Not read: the answer ends the call, and the sender stops streaming (a peer on the same host shares
             # this directory, so everything it ships is here already).
             return "already held"
         existing = self.entry(checkpoint_path, name)
-        if existing is not None and not existing.kept_by_node:
+        if existing is not None and not existing.kept_by_node and not (0 < existing.modified_ms < modified_ms):
             raise FileCopyError(f"this host's executor wrote its own copy of {checkpoint_path}: kept, not replaced")
         self.directory.mkdir(parents=True, exist_ok=True)
         copy = self.copy_path(checkpoint_path, name)
@@ -161,7 +175,10 @@ class HostCopies:
         finally:
             staging.unlink(missing_ok=True)
         partition = f"{_STORE_MARK}{store[0]} {store[1]}\n" if store else ""
-        self._write_index(copy, f"{checkpoint_path}\n{size}\n{crc32}\n{_NODE_MARK}{self._node_id}\n{partition}")
+        modified = f"{_MODIFIED_MARK}{modified_ms}\n" if modified_ms > 0 else ""
+        self._write_index(
+            copy, f"{checkpoint_path}\n{size}\n{crc32}\n{_NODE_MARK}{self._node_id}\n{partition}{modified}"
+        )
         return f"kept {size} bytes"
 
     def delete_shipped(self, checkpoint_path: str, name: str) -> bool:

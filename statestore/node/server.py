@@ -336,8 +336,9 @@ class StateNode:
                 executor_host=message.executor_host,
             )
         file = KeptFile(
-            message.checkpoint_path, message.name, message.version, message.size, message.crc32, Path(message.copy_path)
-        )
+            message.checkpoint_path, message.name, message.version, message.size, message.crc32,
+            Path(message.copy_path), message.modified_ms,
+        )  # fmt: skip
         return self.file_replicas.kept(store, file, place)
 
     def file_read(self, store: common_pb2.StoreRef, message: FileRead) -> str:

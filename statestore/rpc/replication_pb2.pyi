@@ -146,20 +146,22 @@ class ShipResult(_message.Message):
     def __init__(self, version: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaAck, _Mapping]]] = ..., synced: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class FileCopyHeader(_message.Message):
-    __slots__ = ("store", "checkpoint_path", "name", "size", "crc32", "version")
+    __slots__ = ("store", "checkpoint_path", "name", "size", "crc32", "version", "modified_ms")
     STORE_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_PATH_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     CRC32_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    MODIFIED_MS_FIELD_NUMBER: _ClassVar[int]
     store: _common_pb2.StoreRef
     checkpoint_path: str
     name: str
     size: int
     crc32: int
     version: int
-    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., checkpoint_path: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[int] = ..., crc32: _Optional[int] = ..., version: _Optional[int] = ...) -> None: ...
+    modified_ms: int
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., checkpoint_path: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[int] = ..., crc32: _Optional[int] = ..., version: _Optional[int] = ..., modified_ms: _Optional[int] = ...) -> None: ...
 
 class FileCopyChunk(_message.Message):
     __slots__ = ("header", "data")

@@ -40,7 +40,8 @@ final class FileShipping {
     }
     c.fileKept(new FrameCodec.FileKept(file.storeId(), partitionDir, key, file.name(), file.version(), copy.size(),
         copy.crc(), copy.file().getAbsolutePath(), runId, runId.isEmpty() ? "" : stateRoot,
-        runId.isEmpty() ? "" : LocalChannel.executorId(), runId.isEmpty() ? "" : LocalChannel.executorHost()), spec);
+        runId.isEmpty() ? "" : LocalChannel.executorId(), runId.isEmpty() ? "" : LocalChannel.executorHost(),
+        copy.modified()), spec);
   }
 
   /** The load of state file {@code file} read {@code bytes} from {@code source} (FrameCodec's load sources): queued

@@ -330,7 +330,7 @@ final class FrameCodec {
   }
 
   /** A FILE_KEPT frame (provider -&gt; node). */
-  record FileKept(String storeId, String checkpointDir, String checkpointPath, String name, long version, long size, long crc32, String copyPath, String runId, String stateRoot, String executorId, String executorHost) {}
+  record FileKept(String storeId, String checkpointDir, String checkpointPath, String name, long version, long size, long crc32, String copyPath, String runId, String stateRoot, String executorId, String executorHost, long modifiedMs) {}
 
   /** The whole FILE_KEPT frame of {@code m}, length prefix included. */
   static ByteBuffer encode(FileKept m) {
@@ -347,6 +347,7 @@ final class FrameCodec {
     w.str(m.stateRoot());
     w.str(m.executorId());
     w.str(m.executorHost());
+    w.u64(m.modifiedMs());
     return w.frame(FILE_KEPT);
   }
 
@@ -365,8 +366,9 @@ final class FrameCodec {
     String stateRoot = r.str();
     String executorId = r.str();
     String executorHost = r.str();
+    long modifiedMs = r.u64();
     r.end();
-    return new FileKept(storeId, checkpointDir, checkpointPath, name, version, size, crc32, copyPath, runId, stateRoot, executorId, executorHost);
+    return new FileKept(storeId, checkpointDir, checkpointPath, name, version, size, crc32, copyPath, runId, stateRoot, executorId, executorHost, modifiedMs);
   }
 
   /** A FILE_READ frame (provider -&gt; node). */

@@ -34,7 +34,7 @@ public class ReplicaFileSystem extends LocalFileSystem {
 
   @Override
   public FSDataInputStream open(Path path, int bufferSize) throws IOException {
-    return ReplicaFiles.open(path, StateFilePath.of(path), p -> getFileStatus(p).getLen(),
+    return ReplicaFiles.open(path, StateFilePath.of(path), this::getFileStatus,
         (p, copy) -> copy ? getRaw().open(p, bufferSize) : super.open(p, bufferSize), getConf());
   }
 
@@ -54,8 +54,7 @@ public class ReplicaFileSystem extends LocalFileSystem {
     StateFilePath file = delSrc ? null : StateFilePath.of(src);
     String scheme = dst.toUri().getScheme();
     if (file == null || (scheme != null && !scheme.equals("file"))) return false;
-    return ReplicaFiles.link(src, file, getFileStatus(src).getLen(), new java.io.File(dst.toUri().getPath()),
-        getConf());
+    return ReplicaFiles.link(src, file, getFileStatus(src), new java.io.File(dst.toUri().getPath()), getConf());
   }
 
   @Override
@@ -86,7 +85,7 @@ public class ReplicaFileSystem extends LocalFileSystem {
     }
     if (staged != null) {
       if (renamed) {
-        staged.publish();
+        staged.publish(ReplicaFiles.modified(target, this::getFileStatus));
       } else {
         staged.discard();
       }

@@ -17,6 +17,7 @@ import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.Path;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -40,10 +41,14 @@ final class ReplicaFiles {
   static final String DIR_ENV = "STATESTORE_REPLICA_FILES_DIR";
   private static final String INDEX_SUFFIX = ".index";
 
-  /** A kept copy: its local file, the checkpoint file's size and CRC32 when it was kept, and whether a state node
-   * kept it from a peer host's shipment (its index entry's fourth line, {@code node <id>}) rather than this host's
-   * executors. */
-  record Copy(File file, long size, long crc, boolean shipped) {}
+  /** A kept copy: its local file, the checkpoint file's size and CRC32 when it was kept, whether a state node kept
+   * it from a peer host's shipment (its index entry's line {@code node <id>}) rather than this host's executors, and
+   * the checkpoint file's modification time in milliseconds when it was kept (line {@code modified <ms>}; 0 when not
+   * known: an SST, whose name no other write reuses, or an entry written before the line existed). */
+  record Copy(File file, long size, long crc, boolean shipped, long modified) {}
+
+  private static final String NODE_MARK = "node ";
+  private static final String MODIFIED_MARK = "modified ";
 
   /** This JVM's view of the index: entries it wrote or found on disk and verified. */
   private static final Map<String, Copy> COPIES = new ConcurrentHashMap<>();
@@ -93,11 +98,13 @@ final class ReplicaFiles {
     return new File(copy.getPath() + INDEX_SUFFIX);
   }
 
-  /** Writes {@code copy}'s index entry (checkpoint path, size, checksum), atomically. */
+  /** Writes {@code copy}'s index entry (checkpoint path, size, checksum, modification time if known),
+   * atomically. */
   private static void writeIndex(String key, Copy copy) throws IOException {
     File index = indexFile(copy.file());
     File staging = new File(index.getParentFile(), "." + index.getName() + "." + UUID.randomUUID() + ".tmp");
-    Files.writeString(staging.toPath(), key + "\n" + copy.size() + "\n" + copy.crc() + "\n");
+    String modified = copy.modified() > 0 ? MODIFIED_MARK + copy.modified() + "\n" : "";
+    Files.writeString(staging.toPath(), key + "\n" + copy.size() + "\n" + copy.crc() + "\n" + modified);
     Files.move(staging.toPath(), index.toPath(), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
   }
 
@@ -106,8 +113,13 @@ final class ReplicaFiles {
     try {
       List<String> lines = Files.readAllLines(indexFile(copy).toPath(), StandardCharsets.UTF_8);
       if (lines.size() < 3 || !lines.get(0).equals(key)) return null;
-      return new Copy(copy, Long.parseLong(lines.get(1)), Long.parseLong(lines.get(2)),
-          lines.size() > 3 && lines.get(3).startsWith("node "));
+      boolean shipped = false;
+      long modified = 0;
+      for (String line : lines.subList(3, lines.size())) {
+        if (line.startsWith(NODE_MARK)) shipped = true;
+        if (line.startsWith(MODIFIED_MARK)) modified = Long.parseLong(line.substring(MODIFIED_MARK.length()));
+      }
+      return new Copy(copy, Long.parseLong(lines.get(1)), Long.parseLong(lines.get(2)), shipped, modified);
     } catch (IOException | RuntimeException e) {
       return null;
     }
@@ -130,6 +142,8 @@ final class ReplicaFiles {
     private final CRC32 crc = new CRC32();
     /** For a copy made as a load reads the file: the path's write generation when the read began. */
     private final long readAt;
+    /** The checkpoint file's modification time (ms) the copy is of, once known (0: not known). */
+    private long modified;
 
     /** A copy of a write of {@code path} ({@code written}) or of a read of it. */
     private Staged(Path path, StateFilePath file, File dir, boolean written) {
@@ -150,6 +164,13 @@ final class ReplicaFiles {
       }
     }
 
+    /** {@link #publish()}, noting that the checkpoint's file is {@code modified} (its modification time in ms, as
+     * its file system reports it once final; 0 when not known). */
+    void publish(long modified) {
+      if (modified > 0) this.modified = modified;
+      publish();
+    }
+
     /** Makes the staged copy the one served for its path. A copy made by a read is dropped instead if the path
      * was written since the read began, or has a copy already (this JVM's or another's). */
     void publish() {
@@ -161,7 +182,7 @@ final class ReplicaFiles {
       try {
         Files.move(staging.toPath(), copy.toPath(), StandardCopyOption.REPLACE_EXISTING,
             StandardCopyOption.ATOMIC_MOVE);
-        Copy kept = new Copy(copy, copy.length(), crc.getValue(), false);
+        Copy kept = new Copy(copy, copy.length(), crc.getValue(), false, modified);
         writeIndex(key, kept);
         COPIES.put(key, kept);
         FileShipping.kept(key, location, file, kept);
@@ -255,34 +276,50 @@ final class ReplicaFiles {
     }
   }
 
-  /** The local copy of state file {@code path} whose checkpoint file is {@code size} bytes long, or null when there
-   * is none to trust (the reason is logged). A copy another JVM of the host kept is found by its index entry. Its
+  /** The local copy of state file {@code path} whose checkpoint file is {@code size} bytes long and was last
+   * modified at {@code modified} (ms), or null when there is none to trust (the reason is logged). A copy another
+   * JVM of the host kept is found by its index entry. A copy of a changelog or zip kept with the checkpoint file's
+   * modification time is trusted only while the file still has it: a batch re-run on another host rewrites the
+   * file under the same name, maybe at the same size, and this host's copy is then of the older bytes. Its
    * checksum is verified as it is read ({@link VerifyingStream}). */
-  static Copy trusted(Path path, StateFilePath file, long size, Configuration conf) {
+  static Copy trusted(Path path, StateFilePath file, long size, long modified, Configuration conf) {
     if (file == null) return null;
     String key = key(path);
-    Copy copy = COPIES.get(key);
-    if (copy == null) {
-      try {
-        copy = readIndex(key, copyFile(dir(conf), key, file));
-      } catch (IOException e) {
-        return null;
-      }
-      if (copy == null) return null;
+    Copy cached = COPIES.get(key);
+    if (cached != null && doubt(cached, size, modified) == null) return cached;
+    // Not cached, or the cached entry is in doubt: the index on disk may be newer (a node kept a later write's
+    // copy from a peer host's shipment, or another JVM of the host a copy of its own).
+    Copy copy;
+    try {
+      copy = readIndex(key, copyFile(dir(conf), key, file));
+    } catch (IOException e) {
+      copy = null;
     }
-    String doubt = null;
-    if (copy.size() != size) {
-      doubt = "its size " + copy.size() + " differs from the checkpoint's " + size;
-    } else if (copy.file().length() != size) {
-      doubt = "the copy's file is " + copy.file().length() + " bytes, not " + size;
-    }
+    if (copy == null && cached == null) return null;
+    String doubt = copy == null ? "its index entry is gone" : doubt(copy, size, modified);
     if (doubt == null) {
       COPIES.put(key, copy);
       return copy;
     }
     COPIES.remove(key);
-    LOG.info("statestore-fs: the local copy of {} {} is not used, {}; read from the checkpoint location",
-        file.storeId(), file.name(), doubt);
+    // A copy of an earlier write of the name can never be served again: removed, so that this load's read of the
+    // checkpoint location keeps a copy of the file as it is now.
+    boolean stale = copy != null && copy.modified() > 0 && copy.modified() < modified;
+    if (stale) deleteCopy(copy.file());
+    LOG.info("statestore-fs: the local copy of {} {} is not used, {}; read from the checkpoint location{}",
+        file.storeId(), file.name(), doubt, stale ? " (the stale copy is removed)" : "");
+    return null;
+  }
+
+  /** Why {@code copy} is not to be served for a checkpoint file of {@code size} bytes last modified at
+   * {@code modified} (ms; 0 when not known), or null when it is. */
+  private static String doubt(Copy copy, long size, long modified) {
+    if (copy.size() != size) return "its size " + copy.size() + " differs from the checkpoint's " + size;
+    if (copy.file().length() != size) return "the copy's file is " + copy.file().length() + " bytes, not " + size;
+    if (copy.modified() > 0 && modified > 0 && copy.modified() != modified) {
+      return "the checkpoint's file was written again since (modified at " + modified + " ms, the copy is of the "
+          + "write at " + copy.modified() + " ms)";
+    }
     return null;
   }
 
@@ -304,11 +341,12 @@ final class ReplicaFiles {
    * {@code opener}, else from the checkpoint location, keeping a copy of what the load reads there when it reads
    * the whole file in order (a file written before the layer was on, or by another host); either way the read is
    * counted. */
-  static FSDataInputStream open(Path path, StateFilePath file, SizeOf sizeOf, Opener opener, Configuration conf)
+  static FSDataInputStream open(Path path, StateFilePath file, StatusOf statusOf, Opener opener, Configuration conf)
       throws IOException {
     if (file == null) return opener.open(path, false);
-    long size = sizeOf.size(path);
-    Copy copy = trusted(path, file, size, conf);
+    FileStatus status = statusOf.status(path);
+    long size = status.getLen();
+    Copy copy = trusted(path, file, size, status.getModificationTime(), conf);
     if (copy != null) {
       FSDataInputStream served = opener.open(new Path(copy.file().toURI()), true);
       return CheckpointReads.counted(new FSDataInputStream(new VerifyingStream(served, path, file, copy)), file,
@@ -317,6 +355,7 @@ final class ReplicaFiles {
     FSDataInputStream in = opener.open(path, false);
     try {
       Staged staged = new Staged(path, file, dir(conf), false);
+      staged.modified = status.getModificationTime();
       OutputStream out = new CheckedOutputStream(
           new BufferedOutputStream(Files.newOutputStream(staged.staging.toPath())), staged.crc);
       in = new FSDataInputStream(new ReadThroughStream(in, out, staged, size));
@@ -326,15 +365,16 @@ final class ReplicaFiles {
     return CheckpointReads.counted(in, file);
   }
 
-  /** Serves state file {@code path} (of {@code size} bytes in the checkpoint) to {@code target}, a local file a load
+  /** Serves state file {@code path} (of {@code status} in the checkpoint) to {@code target}, a local file a load
    * copies it to (Spark's file manager copies each SST into RocksDB's working directory), as a hard link to its
    * trusted copy: the load then writes nothing. The linked bytes are checked against the checksum taken when the
    * copy was kept before this returns (the link, not the copy's name, is what RocksDB opens; copies are replaced
    * by rename and never written in place, so the two stay one file). Returns false when the caller must copy as
    * usual: no trusted copy, or no link possible (another file system; logged once); a copy whose bytes differ is
    * dropped with its partition's other copies, so the caller's copy reads the checkpoint location. */
-  static boolean link(Path path, StateFilePath file, long size, File target, Configuration conf) throws IOException {
-    Copy copy = trusted(path, file, size, conf);
+  static boolean link(Path path, StateFilePath file, FileStatus status, File target, Configuration conf)
+      throws IOException {
+    Copy copy = trusted(path, file, status.getLen(), status.getModificationTime(), conf);
     if (copy == null || linksRefused) return false;
     Files.deleteIfExists(target.toPath());
     try {
@@ -375,8 +415,18 @@ final class ReplicaFiles {
     FSDataInputStream open(Path path, boolean copy) throws IOException;
   }
 
-  /** A file system's own length of the file at a checkpoint path. */
-  interface SizeOf {
-    long size(Path path) throws IOException;
+  /** The modification time (ms) of the file at {@code path} as {@code statusOf} reports it, or 0 when it cannot be
+   * read (the copy is then served on size and checksum alone, as before this was kept). */
+  static long modified(Path path, StatusOf statusOf) {
+    try {
+      return statusOf.status(path).getModificationTime();
+    } catch (IOException | RuntimeException e) {
+      return 0;
+    }
+  }
+
+  /** A file system's own status of the file at a checkpoint path. */
+  interface StatusOf {
+    FileStatus status(Path path) throws IOException;
   }
 }

@@ -36,7 +36,7 @@ public class ReplicaFs extends ChecksumFs {
 
   @Override
   public FSDataInputStream open(Path path, int bufferSize) throws IOException {
-    return ReplicaFiles.open(path, StateFilePath.of(path), p -> getFileStatus(p).getLen(),
+    return ReplicaFiles.open(path, StateFilePath.of(path), this::getFileStatus,
         (p, copy) -> copy ? getMyFs().open(p, bufferSize) : super.open(p, bufferSize), conf);
   }
 
@@ -79,7 +79,7 @@ public class ReplicaFs extends ChecksumFs {
       if (staged != null) staged.discard();
       throw e;
     }
-    if (staged != null) staged.publish();
+    if (staged != null) staged.publish(ReplicaFiles.modified(target, this::getFileStatus));
   }
 
   @Override
