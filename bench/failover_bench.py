@@ -453,6 +453,8 @@ def run_one(
             query.stop()
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
+        if REMOTE_CHECKPOINTS is not None:  # a 4 GB run's checkpoint is tens of GB: free the disk for the next
+            shutil.rmtree(REMOTE_CHECKPOINTS / root.name, ignore_errors=True)
     return run
 
 

@@ -226,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         "60s): how soon a snapshot made at commit is uploaded, and so how many changelogs a load replays",
     )  # fmt: skip
     parser.add_argument(
+        "--min-batches-to-retain", type=int, default=None,
+        help="Spark's spark.sql.streaming.minBatchesToRetain for both configurations (default: Spark's, 100): with "
+        "frequent snapshots, what bounds the checkpoint's (and the copies') disk use",
+    )  # fmt: skip
+    parser.add_argument(
         "--locations", nargs="+", choices=("local", "remote"), default=None,
         help="checkpoint locations to run: local disk, and a throttled remote store (bench/throttled_fs.py); default: "
         "both for the full run, local with --quick",
@@ -238,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         fb.EXTRA_CONF["spark.sql.streaming.stateStore.minDeltasForSnapshot"] = str(args.min_deltas)
     if args.maintenance_interval is not None:
         fb.EXTRA_CONF["spark.sql.streaming.stateStore.maintenanceInterval"] = args.maintenance_interval
+    if args.min_batches_to_retain is not None:
+        fb.EXTRA_CONF["spark.sql.streaming.minBatchesToRetain"] = str(args.min_batches_to_retain)
     if args.one:  # one configuration, in a process (and so a driver JVM and Spark builder) of its own
         config, size, result = args.one
         if args.remote_dir is not None:
@@ -266,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
                         command += ["--min-deltas", str(args.min_deltas)]
                     if args.maintenance_interval is not None:
                         command += ["--maintenance-interval", args.maintenance_interval]
+                    if args.min_batches_to_retain is not None:
+                        command += ["--min-batches-to-retain", str(args.min_batches_to_retain)]
                     if mount is not None:
                         command += ["--remote-dir", str(mount), "--remote-stats", str(stats)]
                     subprocess.run(command, check=True)
