@@ -108,6 +108,8 @@ def test_a_shipped_copy_is_checked_and_never_replaces_the_hosts_own(tmp_path: Pa
     assert done.startswith("kept"), done
     entry = copies.entry(path, "4.changelog")
     assert entry is not None and (entry.kept_by_node, entry.modified_ms) == ("node-b", 1_700_000_009_000)
+    with pytest.raises(FileCopyError, match="a later write"):  # the earlier primary's shipment, arriving late
+        copies.write(path, "4.changelog", len(data), zlib.crc32(data), iter([data]), modified_ms=1_700_000_001_000)
     assert entry.store == ("0/3/default", "/ckpt/state")
     assert copies.copy_path(path, "4.changelog").read_bytes() == again
     # The same bytes written once more (a later write, same content): not held as of that write, so kept again

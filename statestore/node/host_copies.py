@@ -144,8 +144,8 @@ class HostCopies:
         (store id, checkpoint location) when given, of the checkpoint file's write at `modified_ms` (0: not known);
         returns what was done.
         Raises FileCopyError when the bytes are not `size` long with CRC32 `crc32`, when the name is no state
-        file's, or when this host's JVM wrote its own copy of the path and the shipment is not known to be of a
-        later write of it."""
+        file's, when this host's JVM wrote its own copy of the path and the shipment is not known to be of a
+        later write of it, or when the copy held is known to be of a later write than the shipment's."""
         _check_names(checkpoint_path, name)
         if self.holds(checkpoint_path, name, size, crc32, modified_ms):
             # Not read: the answer ends the call, and the sender stops streaming (a peer on the same host shares
@@ -154,6 +154,9 @@ class HostCopies:
         existing = self.entry(checkpoint_path, name)
         if existing is not None and not existing.kept_by_node and not (0 < existing.modified_ms < modified_ms):
             raise FileCopyError(f"this host's executor wrote its own copy of {checkpoint_path}: kept, not replaced")
+        if existing is not None and 0 < modified_ms < existing.modified_ms:
+            # A late shipment from the partition's earlier primary, after its re-run's rewrite arrived.
+            raise FileCopyError(f"a later write of {checkpoint_path} is held here: kept, not replaced")
         self.directory.mkdir(parents=True, exist_ok=True)
         copy = self.copy_path(checkpoint_path, name)
         staging = self.directory / f".{copy.name}.{uuid.uuid4()}.tmp"
