@@ -129,14 +129,21 @@ def spark_conf_lines(settings: dict[str, str], jar: str, python: str, defaults_f
 
 
 def checkpoint_file_lines(
-    settings: dict[str, str], jar: str, copies_dir: str | None, python: str, defaults_file: bool = False
+    settings: dict[str, str],
+    jar: str,
+    copies_dir: str | None,
+    python: str,
+    defaults_file: bool = False,
+    schemes: list[str] | None = None,
 ) -> list[str]:
     """The confs that keep Spark's own RocksDB provider with our checkpoint file layer under it, as spark-submit
     arguments or spark-defaults.conf lines, with the state nodes and the controller that replicate its copies
-    (unless `replication_factor=0`); settings that configure only our provider are a SettingError."""
-    from spark_provider.checkpoint_files import checkpoint_file_confs
+    (unless `replication_factor=0`), for the checkpoint locations of `schemes` (default: `file`); settings that
+    configure only our provider are a SettingError."""
+    from spark_provider.checkpoint_files import checkpoint_file_confs, scheme_list
 
-    confs = _settings_confs(settings, checkpoint_file_confs(jar, {}, copies_dir), python, file_layer=True)
+    layer = checkpoint_file_confs(jar, {}, copies_dir, scheme_list(schemes or ["file"]))
+    confs = _settings_confs(settings, layer, python, file_layer=True)
     if defaults_file:
         return [f"{key} {value}" for key, value in confs.items()]
     return [f"--conf {key}={value}" for key, value in confs.items()]
@@ -155,7 +162,9 @@ def _spark_conf(args: argparse.Namespace) -> int:
     try:
         jar = args.jar or str(provider_jar())
         if args.spark_rocksdb:
-            lines = checkpoint_file_lines(settings, jar, args.replica_files_dir, args.python, args.defaults)
+            lines = checkpoint_file_lines(
+                settings, jar, args.replica_files_dir, args.python, args.defaults, args.checkpoint_schemes
+            )
         else:
             lines = spark_conf_lines(settings, jar, args.python, args.defaults)
     except (SettingError, JarBuildError) as exc:
@@ -198,4 +207,9 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         "checkpoint file layer under it, which keeps each host's state files local",
     )  # fmt: skip
     confs.add_argument("--replica-files-dir", help="with --spark-rocksdb: the host directory for the local copies")
+    confs.add_argument(
+        "--checkpoint-scheme", dest="checkpoint_schemes", action="append", metavar="SCHEME",
+        help="with --spark-rocksdb: a URI scheme of the checkpoint locations whose state files the layer keeps "
+        "(repeatable; default: file), e.g. s3a, abfss, gs, hdfs",
+    )
     confs.set_defaults(handler=_spark_conf)

@@ -98,6 +98,7 @@ def enable(
     *,
     spark_rocksdb: bool = False,
     replica_files_dir: str | None = None,
+    checkpoint_schemes: tuple[str, ...] | list[str] | str | None = None,
     **settings: object,
 ) -> Any:
     """Configure Spark to keep streaming state in the statestore provider: a convenience that sets the Spark confs
@@ -126,10 +127,14 @@ def enable(
     run as for our provider: each executor's node ships its host's copies to the partition's replica group on other
     hosts, and a lost executor's partitions are steered to the host holding their newest files. A builder only
     (Hadoop picks the `file:` file system once per JVM); of our settings only those that configure the nodes and
-    the controller apply (`spark_provider.checkpoint_files.FILE_LAYER_SETTINGS`).
+    the controller apply (`spark_provider.checkpoint_files.FILE_LAYER_SETTINGS`). `checkpoint_schemes` names the URI
+    schemes of the checkpoint locations whose state files the layer keeps (default `("file",)`; for example
+    `("s3a",)` or `("file", "abfss")`): a scheme other than `file` is wrapped around its own file system class.
     """
-    if spark_rocksdb or replica_files_dir is not None:
-        return _enable_checkpoint_files(builder_or_session, jar, spark_rocksdb, replica_files_dir, settings)
+    if spark_rocksdb or replica_files_dir is not None or checkpoint_schemes is not None:
+        return _enable_checkpoint_files(
+            builder_or_session, jar, spark_rocksdb, replica_files_dir, settings, checkpoint_schemes or ("file",)
+        )
     confs = {
         "spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASS,
         **spark_confs(_existing_confs(builder_or_session), **settings),
@@ -190,14 +195,27 @@ def _with_confs(builder: Any, confs: dict[str, str], jar_path: str, replicating:
 
 
 def _enable_checkpoint_files(
-    builder: Any, jar: str | Path | None, spark_rocksdb: bool, copies_dir: str | None, settings: dict[str, object]
+    builder: Any,
+    jar: str | Path | None,
+    spark_rocksdb: bool,
+    copies_dir: str | None,
+    settings: dict[str, object],
+    schemes: tuple[str, ...] | list[str] | str,
 ) -> Any:
     """enable(spark_rocksdb=True): the checkpoint file layer's confs on a builder, with the state nodes and the
     controller that ship its copies to other hosts unless `replication_factor` is 0."""
-    from spark_provider.checkpoint_files import FILE_LAYER_SETTINGS, checkpoint_file_confs, refused_settings
+    from spark_provider.checkpoint_files import (
+        FILE_LAYER_SETTINGS,
+        checkpoint_file_confs,
+        refused_settings,
+        scheme_list,
+    )
 
     if not spark_rocksdb:
-        raise SettingError("replica_files_dir applies with spark_rocksdb=True only (Spark's provider, our file layer)")
+        raise SettingError(
+            "replica_files_dir and checkpoint_schemes apply with spark_rocksdb=True only (Spark's provider, our file "
+            "layer)"
+        )
     refused_settings(list(settings))
     if not hasattr(builder, "getOrCreate"):
         raise SettingError(
@@ -206,7 +224,8 @@ def _enable_checkpoint_files(
         )
     options = builder._options if hasattr(builder, "_options") else {}
     jar_path = str(Path(jar) if jar is not None else provider_jar())
-    for key, value in checkpoint_file_confs(jar_path, {k: str(v) for k, v in options.items()}, copies_dir).items():
+    existing = {k: str(v) for k, v in options.items()}
+    for key, value in checkpoint_file_confs(jar_path, existing, copies_dir, scheme_list(schemes)).items():
         builder = builder.config(key, value)
     applying = {BY_NAME[name].key for name in FILE_LAYER_SETTINGS}
     confs = {k: v for k, v in spark_confs(_existing_confs(builder), **settings).items() if k in applying}

@@ -32,6 +32,34 @@ def test_the_layer_keeps_sparks_provider_and_appends_its_jar_to_the_class_path()
     assert COPIES_DIR_KEY not in checkpoint_file_confs("/x/layer.jar", {})
 
 
+def test_another_scheme_wraps_its_own_file_system_class() -> None:
+    """A checkpoint location on s3a (or any scheme) gets the generic layer around the scheme's file system class: the
+    one the application set as `fs.<scheme>.impl`, else the one its connector registers; file: stays unwrapped
+    unless named."""
+    confs = checkpoint_file_confs("/x/layer.jar", {}, None, ["s3a"])
+    assert confs["spark.hadoop.fs.s3a.impl"] == "io.statestore.spark.ReplicaFilterFileSystem"
+    assert confs["spark.hadoop.fs.AbstractFileSystem.s3a.impl"] == "io.statestore.spark.ReplicaDelegateFs"
+    assert confs["spark.hadoop.statestore.replicaFiles.wrapped.s3a.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert FILE_SYSTEM_KEY not in confs
+    own = checkpoint_file_confs("/x/layer.jar", {"spark.hadoop.fs.gs.impl": "com.example.MyGcs"}, None, "file,GS")
+    assert own["spark.hadoop.statestore.replicaFiles.wrapped.gs.impl"] == "com.example.MyGcs"
+    assert own[FILE_SYSTEM_KEY] == "io.statestore.spark.ReplicaFileSystem"
+    # Enabling twice keeps the class first wrapped, never the layer around itself.
+    again = checkpoint_file_confs("/x/layer.jar", {**confs}, None, ["s3a"])
+    assert again["spark.hadoop.statestore.replicaFiles.wrapped.s3a.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    with pytest.raises(SettingError, match=r"no file system class is known for myfs: paths; set spark\.hadoop"):
+        checkpoint_file_confs("/x/layer.jar", {}, None, ["myfs"])
+    with pytest.raises(SettingError, match="'s3a://bucket' is not a URI scheme"):
+        checkpoint_file_confs("/x/layer.jar", {}, None, ["s3a://bucket"])
+    done = subprocess.run(
+        [sys.executable, "-m", "statestore.cli", "spark-conf", "--spark-rocksdb", "--jar", "/x/layer.jar",
+         "--checkpoint-scheme", "abfss"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "--conf spark.hadoop.fs.abfss.impl=io.statestore.spark.ReplicaFilterFileSystem" in done.stdout
+
+
 def test_another_provider_is_refused_naming_the_conf() -> None:
     with pytest.raises(SettingError, match=r"providerClass is .io\.statestore\.spark\.StatestoreProvider."):
         checkpoint_file_confs("/x/layer.jar", {PROVIDER_CLASS_KEY: "io.statestore.spark.StatestoreProvider"})
@@ -46,6 +74,8 @@ def test_enable_refuses_a_running_session_and_our_providers_settings() -> None:
         spark_provider.enable(SparkSession.builder, jar="/x/layer.jar", spark_rocksdb=True, write_buffer_size_mb=2)
     with pytest.raises(SettingError, match="spark_rocksdb=True only"):
         spark_provider.enable(SparkSession.builder, jar="/x/layer.jar", replica_files_dir="/tmp/c")
+    with pytest.raises(SettingError, match="spark_rocksdb=True only"):
+        spark_provider.enable(SparkSession.builder, jar="/x/layer.jar", checkpoint_schemes=["s3a"])
 
     class RunningSession:  # what enable() tells a builder from: no getOrCreate
         pass

@@ -56,13 +56,27 @@ def _file_system_manager() -> str:
     return f"org.apache.spark.sql.execution.{package}.FileSystemBasedCheckpointFileManager"
 
 
+# A checkpoint location of another scheme than file: Hadoop's view file system, its mount table's `/ck` on the local
+# directory the test reads (a real FileSystem and AbstractFileSystem pair of its own scheme, as s3a or hdfs are).
+VIEWFS_MOUNT = "ckpt"
+
+
+def _viewfs_confs(jar: str, root: Path) -> dict[str, str]:
+    """The layer for `viewfs:` alone, as `checkpoint_file_confs` makes it for a user (file: stays Hadoop's own)."""
+    from spark_provider.checkpoint_files import checkpoint_file_confs
+
+    confs = checkpoint_file_confs(jar, {}, None, ["viewfs"])
+    confs[f"spark.hadoop.fs.viewfs.mounttable.{VIEWFS_MOUNT}.link./ck"] = (root / "ck").absolute().as_uri()
+    return confs
+
+
 def _session(jar: str, copies: Path, layer: bool = True, conf: dict[str, str] | None = None) -> Any:
     """Spark's RocksDB provider with changelog checkpointing, its checkpoint files through our wrappers (when
-    `layer`)."""
+    `layer`; for `file:` unless `conf` puts them on another scheme)."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master("local[2]")
-    if layer:
+    if layer and not any(key.startswith("spark.hadoop.statestore.replicaFiles.wrapped.") for key in conf or {}):
         builder = (
             builder.config("spark.driver.extraClassPath", jar)
             .config("spark.executor.extraClassPath", jar)
@@ -109,11 +123,19 @@ class _Aggregation:
 
     KINDS = ("changelog", "snapshot", "sst")
 
-    def __init__(self, spark: Any, root: Path) -> None:
+    def __init__(self, spark: Any, root: Path, location: str | None = None) -> None:
         self.spark = spark
         self.source, self.checkpoint = root / "in", root / "ck"
+        # The checkpoint location Spark is given: the local directory, or a URI of another scheme over it.
+        self.location = location or str(self.checkpoint)
         self.source.mkdir(exist_ok=True)
         self.rows: list[list[int]] = []
+
+    def uri_of(self, local: Path) -> str:
+        """The URI Spark knows the checkpoint's file `local` by."""
+        if self.location == str(self.checkpoint):
+            return f"file:{local}"
+        return f"{self.location}/{local.relative_to(self.checkpoint)}"
 
     def feed(self, batch: int) -> None:
         """Batch `batch`'s file (kept if an earlier process wrote it) and its rows."""
@@ -130,7 +152,7 @@ class _Aggregation:
         counts = events.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
         query = (
             counts.writeStream.outputMode("complete").format("memory").queryName("replica_fs_counts")
-            .option("checkpointLocation", str(self.checkpoint)).trigger(availableNow=True).start()
+            .option("checkpointLocation", self.location).trigger(availableNow=True).start()
         )  # fmt: skip
         query.awaitTermination()
         assert query.exception() is None
@@ -168,13 +190,15 @@ def rewrite_versions_later(checkpoint: Path) -> int:
     return rewritten
 
 
-def _scenario(root: Path, jar: str, junk: bool | str, conf: dict[str, str] | None = None) -> dict[str, Any]:
+def _scenario(
+    root: Path, jar: str, junk: bool | str, conf: dict[str, str] | None = None, location: str | None = None
+) -> dict[str, Any]:
     """Four runs of an aggregation, then a fifth from the same checkpoint (a new query run: its providers load
     every partition through the file system), with every state file of the checkpoint overwritten by junk first when
     `junk`, or every changelog written again when it is "rewrite"; what the last run saw and the reads counted
-    before and after it."""
+    before and after it. `location`: the checkpoint location's URI when not the local directory."""
     spark = _session(jar, root / "copies", conf=conf)
-    job = _Aggregation(spark, root)
+    job = _Aggregation(spark, root, location)
     checkpoint = job.checkpoint
     for batch in range(4):
         job.feed(batch)
@@ -194,12 +218,13 @@ def _scenario(root: Path, jar: str, junk: bool | str, conf: dict[str, str] | Non
     jvm = spark.sparkContext._jvm
     conf = spark._jsparkSession.sessionState().newHadoopConf()
     doomed = sorted((checkpoint / "state" / "0" / "0").glob("*.changelog"))[0]
-    context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(jvm.java.net.URI("file:///"), conf)
-    assert context.delete(jvm.org.apache.hadoop.fs.Path(f"file:{doomed}"), False)
+    root_uri = jvm.java.net.URI(job.uri_of(checkpoint))
+    context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(root_uri, conf)
+    assert context.delete(jvm.org.apache.hadoop.fs.Path(job.uri_of(doomed)), False)
     ssts = sorted((checkpoint / "state").rglob("*.sst"))
     if ssts:
-        file_system = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"), conf)
-        assert file_system.delete(jvm.org.apache.hadoop.fs.Path(f"file:{ssts[0]}"), False)
+        file_system = jvm.org.apache.hadoop.fs.FileSystem.get(root_uri, conf)
+        assert file_system.delete(jvm.org.apache.hadoop.fs.Path(job.uri_of(ssts[0])), False)
     spark.stop()
 
     def listed() -> tuple[list[str], list[str]]:
@@ -294,15 +319,19 @@ def test_an_aggregation_restarted_through_the_wrapper_is_exact_and_its_reload_is
     assert sum(read.values()) > 0, f"the restarted run's loads read no state file through the wrappers: {seen}"
 
 
-@pytest.mark.parametrize("manager", ["file context", "file system"])
+@pytest.mark.parametrize("manager", ["file context", "file system", "viewfs", "viewfs file system"])
 def test_a_reload_reads_the_local_copies_when_the_checkpoints_state_files_are_junk(
     tmp_path: Path, manager: str
 ) -> None:
     """The probe's experiment (DESIGN.md section 8), as a test: with every state file in the checkpoint overwritten
     by junk of the same length, the restarted run loads from the copies kept as the files were written, exactly,
     and reads no state file of the checkpoint location; with Spark's default checkpoint file manager (FileContext)
-    and with its FileSystem-based one (changelogs and zips then renamed through the FileSystem wrapper)."""
-    seen = _run_scenario(tmp_path, junk=True if manager == "file context" else "junk-file-system-manager")
+    and with its FileSystem-based one (changelogs and zips then renamed through the FileSystem wrapper). The viewfs
+    cases put the checkpoint location on another scheme than file: (`viewfs://ckpt/ck`), where the layer wraps the
+    scheme's own file system class as it would s3a's or hdfs's: temporary files are copied as they are written and
+    published by their rename, SSTs are copied as `copyFromLocalFile` uploads them."""
+    mode = {"file context": True, "file system": "junk-file-system-manager"}.get(manager, manager.replace(" ", "-"))
+    seen = _run_scenario(tmp_path, junk=mode)
     before, after = seen["before"], seen["after"]
     read = {k: after[k] - before[k] for k in after}
     assert seen["junked"] > 0
@@ -363,6 +392,11 @@ if __name__ == "__main__":
     elif mode == "junk-file-system-manager":
         manager = {"spark.sql.streaming.checkpointFileManagerClass": _file_system_manager()}
         result = _scenario(Path(sys.argv[1]), sys.argv[2], True, manager)
+    elif mode.startswith("viewfs"):
+        viewfs = _viewfs_confs(sys.argv[2], Path(sys.argv[1]))
+        if mode == "viewfs-file-system":
+            viewfs["spark.sql.streaming.checkpointFileManagerClass"] = _file_system_manager()
+        result = _scenario(Path(sys.argv[1]), sys.argv[2], True, viewfs, f"viewfs://{VIEWFS_MOUNT}/ck")
     else:
         result = _scenario(Path(sys.argv[1]), sys.argv[2], "rewrite" if mode == "rewrite" else mode == "junk")
     print(json.dumps(result))

@@ -32,7 +32,14 @@ def host_copies(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def spark(host_copies: Path) -> Iterator[Any]:
+def viewfs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The local directory behind `viewfs://cluster/runs`: checkpoint locations of another scheme than file:, whose
+    file systems the layer wraps as it would s3a's or hdfs's."""
+    return tmp_path_factory.mktemp("viewfs-runs")
+
+
+@pytest.fixture(scope="module")
+def spark(host_copies: Path, viewfs_root: Path) -> Iterator[Any]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
@@ -49,8 +56,11 @@ def spark(host_copies: Path) -> Iterator[Any]:
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
         .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
+        .config("spark.hadoop.fs.viewfs.mounttable.cluster.link./runs", viewfs_root.as_uri())
     )
-    session = spark_provider.enable(builder, spark_rocksdb=True, replica_files_dir=str(copies)).getOrCreate()
+    session = spark_provider.enable(
+        builder, spark_rocksdb=True, replica_files_dir=str(copies), checkpoint_schemes=("file", "viewfs")
+    ).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -125,13 +135,18 @@ def _running_totals(events: Any) -> Any:
 
 
 def _kill_and_reload(
-    spark: Any, tmp_path: Path, name: str, stateful: Any, mode: str, damage: Any
+    spark: Any, tmp_path: Path, name: str, stateful: Any, mode: str, damage: Any, viewfs_root: Path | None = None
 ) -> tuple[set[int], list[tuple[str, str]]]:
     """Four batches; the executor holding the most partitions' state is killed with SIGKILL and `damage(checkpoint,
     lost partitions)` done; two more batches. Each batch's output must equal an exact recomputation (the
     aggregation's whole result, or each batch's keys with their running totals). Returns the partitions the dead
-    executor held and the state file reads (store id, where from) the other executors logged after the kill."""
+    executor held and the state file reads (store id, where from) the other executors logged after the kill. With
+    `viewfs_root`, the checkpoint location is `viewfs://cluster/runs/<name>` (that directory's `<name>`)."""
     source, checkpoint = tmp_path / "in", tmp_path / "ck"
+    location = str(checkpoint)
+    if viewfs_root is not None:
+        checkpoint = viewfs_root / name
+        location = f"viewfs://cluster/runs/{name}"
     source.mkdir()
     batches: list[list[tuple[int, int]]] = []
     outputs: dict[int, list[tuple[int, int, int]]] = {}
@@ -147,7 +162,7 @@ def _kill_and_reload(
     events = spark.readStream.schema("k INT, v INT").option("maxFilesPerTrigger", 1).csv(str(source))
     query = (
         stateful(events).writeStream.outputMode(mode).foreachBatch(record).queryName(name)
-        .option("checkpointLocation", str(checkpoint)).trigger(processingTime="200 milliseconds").start()
+        .option("checkpointLocation", location).trigger(processingTime="200 milliseconds").start()
     )  # fmt: skip
 
     def processed(count: int) -> bool:
@@ -195,19 +210,26 @@ def _kill_and_reload(
 
 
 @pytest.mark.parametrize(
-    ("name", "stateful", "mode"),
-    [("aggregation", _aggregation, "complete"), ("transform_with_state_in_pandas", _running_totals, "update")],
+    ("name", "stateful", "mode", "on_viewfs"),
+    [
+        ("aggregation", _aggregation, "complete", False),
+        ("transform_with_state_in_pandas", _running_totals, "update", False),
+        ("aggregation_on_viewfs", _aggregation, "complete", True),
+    ],
 )
 def test_a_killed_executors_partitions_load_from_the_copies_it_kept_on_the_host(
-    spark: Any, tmp_path: Path, name: str, stateful: Any, mode: str
+    spark: Any, tmp_path: Path, viewfs_root: Path, name: str, stateful: Any, mode: str, on_viewfs: bool
 ) -> None:
     """With every state file of the checkpoint junked after the kill, every partition the dead executor held
-    reloads elsewhere from its local copies, none from the checkpoint location, and every batch is exact."""
+    reloads elsewhere from its local copies, none from the checkpoint location, and every batch is exact; also with
+    the checkpoint location on another scheme than file: (viewfs, the layer around the scheme's own file system)."""
 
     def junk(checkpoint: Path, lost: set[int]) -> None:
         assert overwrite_state_files_with_junk(checkpoint) > 0
 
-    lost, reads = _kill_and_reload(spark, tmp_path, name, stateful, mode, junk)
+    lost, reads = _kill_and_reload(
+        spark, tmp_path, name, stateful, mode, junk, viewfs_root if on_viewfs else None
+    )
     assert not [r for r in reads if r[1] == "the checkpoint location"], reads
     reloaded = {f"0/{p}/default" for p in lost}
     assert reloaded <= {store for store, where in reads if where == "its local copy"}, (lost, reads)

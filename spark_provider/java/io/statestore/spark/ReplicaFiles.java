@@ -144,6 +144,8 @@ final class ReplicaFiles {
     private final long readAt;
     /** The checkpoint file's modification time (ms) the copy is of, once known (0: not known). */
     private long modified;
+    /** For a copy of a temporary file: every byte was copied and the upload closed; the rename publishes it. */
+    private volatile boolean complete;
 
     /** A copy of a write of {@code path} ({@code written}) or of a read of it. */
     private Staged(Path path, StateFilePath file, File dir, boolean written) {
@@ -191,6 +193,15 @@ final class ReplicaFiles {
       }
     }
 
+    /** Whether a copy published by a rename ({@link #teeingUntilRename}) holds the whole file. */
+    boolean isComplete() {
+      return complete;
+    }
+
+    void markComplete() {
+      complete = true;
+    }
+
     /** Drops the staged copy: the path's loads read the checkpoint location. */
     void discard() {
       staging.delete();
@@ -228,6 +239,19 @@ final class ReplicaFiles {
    * file. A copy that fails stops being written and is dropped (logged); the upload itself goes on. */
   static OutputStream teeing(OutputStream upload, Path path, StateFilePath file, Configuration conf) {
     if (file == null) return upload;
+    TeeStream tee = tee(upload, path, file, conf, false);
+    return tee == null ? upload : tee;
+  }
+
+  /** {@link #teeing} for a temporary file of a store without local renames (an object store): the bytes written
+   * become state file {@code path} by a later rename, which publishes the staged copy ({@link TeeStream#staged()});
+   * closing the upload only marks the copy complete. Null when no copy can be made (logged). */
+  static TeeStream teeingUntilRename(OutputStream upload, Path path, StateFilePath file, Configuration conf) {
+    return tee(upload, path, file, conf, true);
+  }
+
+  private static TeeStream tee(OutputStream upload, Path path, StateFilePath file, Configuration conf,
+      boolean untilRename) {
     Staged staged;
     OutputStream copy;
     try {
@@ -236,9 +260,9 @@ final class ReplicaFiles {
           staged.crc);
     } catch (IOException | RuntimeException e) {
       LOG.warn("statestore-fs: no local copy of {} {} ({})", file.storeId(), file.name(), e.toString());
-      return upload;
+      return null;
     }
-    return new TeeStream(upload, copy, staged);
+    return new TeeStream(upload, copy, staged, untilRename);
   }
 
   /** The checkpoint deleted {@code path}, a file or (when {@code directory}) a directory with everything under
@@ -405,6 +429,32 @@ final class ReplicaFiles {
     CheckpointReads.record(file, length, copy.shipped() ? FrameCodec.SOURCE_REPLICA : FrameCodec.SOURCE_LOCAL,
         ", as a hard link");
     return true;
+  }
+
+  /** Calls made by a layer into the file system it wraps, on this thread (see {@link #beneath}). */
+  private static final ThreadLocal<int[]> BENEATH = ThreadLocal.withInitial(() -> new int[1]);
+
+  /** A call of a file system's own operation. */
+  interface IoCall<T> {
+    T call() throws IOException;
+  }
+
+  /** Runs {@code call}, an operation a layer ({@link ReplicaFilterFileSystem}) passes to the file system it wraps:
+   * a layer reached by it (the {@code file:} layer under a {@code viewfs:} mount of local directories) passes every
+   * path through, so that each state file is copied, served and counted once, by the outer layer. */
+  static <T> T beneath(IoCall<T> call) throws IOException {
+    int[] depth = BENEATH.get();
+    depth[0]++;
+    try {
+      return call.call();
+    } finally {
+      depth[0]--;
+    }
+  }
+
+  /** Whether this thread is inside {@link #beneath}. */
+  static boolean isBeneathALayer() {
+    return BENEATH.get()[0] > 0;
   }
 
   /** Set once a hard link from the copies directory failed: every later load copies. */

@@ -18,8 +18,21 @@ record StateFilePath(Kind kind, String checkpointRoot, int operator, int partiti
   private static final Pattern STATE_FILE = Pattern.compile(
       "^(.*)/state/(\\d+)/(\\d+)(?:/([^/]+))?/(SSTs/[^/]+\\.sst|\\d+(?:_[0-9a-fA-F-]+)?\\.(zip|changelog))$");
 
-  /** The state file at {@code path}, or null when it is not one. */
+  // Spark's checkpoint file managers write a file atomically through `.<name>.<uuid>[.TID<task>].tmp` beside it.
+  private static final Pattern TEMPORARY = Pattern.compile(
+      "^\\.(.+)\\.[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?:\\.TID\\d+)?\\.tmp$");
+
+  /** The path a temporary file of Spark's checkpoint file managers becomes by its rename, or null when {@code path}
+   * is not named as one. */
+  static Path finalOfTemporary(Path path) {
+    Matcher m = TEMPORARY.matcher(path.getName());
+    return m.matches() && path.getParent() != null ? new Path(path.getParent(), m.group(1)) : null;
+  }
+
+  /** The state file at {@code path}, or null when it is not one (or when an outer layer already handles it:
+   * {@link ReplicaFiles#beneath}). */
   static StateFilePath of(Path path) {
+    if (ReplicaFiles.isBeneathALayer()) return null;
     Matcher m = STATE_FILE.matcher(path.toUri().getPath());
     if (!m.matches()) return null;
     String store = m.group(4) == null ? "default" : m.group(4);

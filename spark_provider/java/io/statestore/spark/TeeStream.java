@@ -5,16 +5,24 @@ import java.io.OutputStream;
 import org.apache.hadoop.fs.Syncable;
 
 /** A state file's upload that also writes every byte, while it can, to a staged local copy
- * ({@link ReplicaFiles#teeing}), published when the upload closes. */
+ * ({@link ReplicaFiles#teeing}), published when the upload closes, or (an object store's temporary file) marked
+ * complete then, for the rename to the final name to publish. */
 final class TeeStream extends OutputStream implements Syncable {
   private final OutputStream upload;
   private final ReplicaFiles.Staged staged;
+  private final boolean untilRename;
   private OutputStream copy;
 
-  TeeStream(OutputStream upload, OutputStream copy, ReplicaFiles.Staged staged) {
+  TeeStream(OutputStream upload, OutputStream copy, ReplicaFiles.Staged staged, boolean untilRename) {
     this.upload = upload;
     this.copy = copy;
     this.staged = staged;
+    this.untilRename = untilRename;
+  }
+
+  /** The copy being made. */
+  ReplicaFiles.Staged staged() {
+    return staged;
   }
 
   @Override
@@ -79,7 +87,11 @@ final class TeeStream extends OutputStream implements Syncable {
     if (kept == null) return;
     try {
       kept.close();
-      staged.publish();
+      if (untilRename) {
+        staged.markComplete();
+      } else {
+        staged.publish();
+      }
     } catch (IOException e) {
       staged.failed(e);
     }
