@@ -66,6 +66,8 @@ def _viewfs_confs(jar: str, root: Path) -> dict[str, str]:
     from spark_provider.checkpoint_files import checkpoint_file_confs
 
     confs = checkpoint_file_confs(jar, {}, None, ["viewfs"])
+    # A mount's target must exist: Hadoop 3.3's view file system (Spark 3.5's) refuses to create a mount point.
+    (root / "ck").mkdir(exist_ok=True)
     confs[f"spark.hadoop.fs.viewfs.mounttable.{VIEWFS_MOUNT}.link./ck"] = (root / "ck").absolute().as_uri()
     return confs
 
