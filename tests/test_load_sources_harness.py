@@ -53,9 +53,12 @@ class Setup:
                 location.commit(store)
         return location
 
-    def hand_to_node(self, store: VersionedStore) -> str:
-        """Close `store` and hand its directory to the node to adopt as a replica, as a provider's close() does."""
+    def hand_to_node(self, store: VersionedStore, announced: tuple[int, bytes] | None = None) -> str:
+        """Close `store` and hand its directory to the node to adopt as a replica, as a provider's close() does
+        (announcing `announced`, the version and lineage, instead of the store's own when given)."""
         version, lineage, path = store.version, store.lineage, store.path
+        if announced is not None:
+            version, lineage = announced
         store.close()
         frame = encode_demote(Demote(store.store_id, str(self.location(int(store.store_id.split("/")[1])).path),
                                      version, lineage, str(path)))

@@ -88,7 +88,15 @@ class Receipt:
 class Replica:
     """One partition's replica: a VersionedStore under the node's data dir plus a reorder buffer."""
 
-    def __init__(self, directory: Path, store: common_pb2.StoreRef, settings: NodeSettings) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        store: common_pb2.StoreRef,
+        settings: NodeSettings,
+        announced: tuple[int, bytes] | None = None,
+    ) -> None:
+        """The replica in `directory`, its store opened now; or, with `announced` (the version and lineage a
+        provider's DEMOTE says its closed directory holds), opened when first used (`_store`)."""
         self.directory = directory
         self.ref = common_pb2.StoreRef()
         self.ref.CopyFrom(store)
@@ -97,7 +105,14 @@ class Replica:
         self._buffer: dict[int, tuple[Increment, int]] = {}  # version -> (increment, checksum)
         self._buffer_bytes: dict[int, int] = {}
         self._fingerprints: OrderedDict[int, int] = OrderedDict()  # version applied -> checksum of its bytes
-        self._store = VersionedStore.open(directory / _DB_DIR, store.store_id, settings.store_options(store.store_id))
+        # An adopted directory is opened when first used, not as its provider hands it over: a stopped query's
+        # providers release every store at once (hundreds at Spark's 200 partitions and two operators), and
+        # opening each there held the provider's local channel and cost a node's core for seconds, for replicas
+        # the controller retires soon after. Until opened, the announced version and lineage stand for the store's.
+        self._opened: VersionedStore | None = None
+        self._announced = announced
+        if announced is None:
+            self._opened = self._open_store()
         self._size = 0
         self._size_measured_at = -_SIZE_REFRESH_SECONDS
         self._retired = False
@@ -110,14 +125,67 @@ class Replica:
         """The partition's store identity."""
         return self.ref.store_id
 
+    def _open_store(self) -> VersionedStore:
+        return VersionedStore.open(
+            self.directory / _DB_DIR, self.store_id, self._settings.store_options(self.store_id)
+        )
+
+    @property
+    def _store(self) -> VersionedStore:
+        """The engine store, opened on first use when adopted. An adopted directory that does not hold the
+        announced version and lineage (or cannot be opened) is never used: it is replaced by an empty store, which
+        catches up as a new replica does (logged why)."""
+        opened = self._opened
+        if opened is not None:
+            return opened
+        with self._lock:
+            if self._opened is not None:
+                return self._opened
+            version, lineage = self._announced or (0, b"")
+            try:
+                opened = self._open_store()
+                doubt = (
+                    None
+                    if opened.version == version and opened.lineage == lineage
+                    else f"it holds version {opened.version}, lineage "
+                    f"{opened.lineage.hex() if opened.lineage else 'unknown'}, not version {version} as announced"
+                )
+            except StateStoreError as exc:
+                opened, doubt = None, str(exc)
+            if doubt is not None:
+                log_event(
+                    _log, "adopted_directory_refused", logging.WARNING, store=self.store_id, version=version,
+                    reason=doubt, detail="replaced by an empty replica, which catches up from the primary",
+                )  # fmt: skip
+                if opened is not None:
+                    opened.close()
+                shutil.rmtree(self.directory / _DB_DIR, ignore_errors=True)
+                opened = self._open_store()
+            self._opened = opened
+            self._announced = None
+            return opened
+
+    @_store.setter
+    def _store(self, store: VersionedStore) -> None:
+        self._opened = store
+        self._announced = None
+
     @property
     def version(self) -> int:
         """The version held."""
+        announced = self._announced
+        opened = self._opened
+        if opened is None and announced is not None:
+            return announced[0]
         return self._store.version
 
     @property
     def lineage(self) -> bytes | None:
         """The lineage of the version held (docs/formats.md section 3.4), None when not known."""
+        announced = self._announced
+        opened = self._opened
+        if opened is None and announced is not None:
+            return announced[1]
         return self._store.lineage
 
     def size_bytes(self) -> int:
@@ -464,9 +532,10 @@ class Replica:
         return self._store
 
     def close(self) -> None:
-        """Close the store."""
+        """Close the store (an adopted one never opened has nothing to close)."""
         with self._lock:
-            self._store.close()
+            if self._opened is not None:
+                self._opened.close()
 
     def mark_retired(self) -> None:
         """Flag the replica dropped, without waiting for its lock: a catch-up or bootstrap under way stops at
@@ -559,8 +628,9 @@ class ReplicaSet:
         """Take `db_dir`, a closed store of partition `ref` at `version` with `lineage` (a provider's unloaded
         local directory, docs/formats.md section 6 DEMOTE), as this node's replica of it: moved, not copied
         (it must be on the data dir's file system). Refused when a replica is held already (`db_dir` is then
-        left where it is, for its owner to delete) or the directory is not what it claims (it is then deleted).
-        Returns a note saying which."""
+        left where it is, for its owner to delete) or no store is there (it is then deleted). The store is opened,
+        and its version and lineage checked against the announced ones, when the replica is first used (a
+        directory that differs is replaced by an empty replica then, logged). Returns a note saying which."""
         key = partition_key(ref)
         with self._lock:
             if key in self._replicas:
@@ -572,18 +642,11 @@ class ReplicaSet:
             except OSError as exc:
                 shutil.rmtree(directory, ignore_errors=True)
                 return f"cannot move {db_dir} into {directory}: {exc.strerror or exc}"
-            try:
-                replica = Replica(directory, ref, self._settings)
-            except StateStoreError as exc:
+            if lineage is None or version < 1 or not (directory / _DB_DIR / "CURRENT").is_file():
                 shutil.rmtree(directory, ignore_errors=True)
-                return f"not adopted: {exc}"
-            if replica.version != version or replica.lineage is None or replica.lineage != lineage:
-                replica.close()
-                shutil.rmtree(directory, ignore_errors=True)
-                return (
-                    f"not adopted: the directory holds version {replica.version}, lineage "
-                    f"{replica.lineage.hex() if replica.lineage else 'unknown'}, not version {version} as announced"
-                )
+                return f"not adopted: no store at version {version} of known lineage in {db_dir}"
+            # Opened, and its version and lineage checked, when first used (Replica._store).
+            replica = Replica(directory, ref, self._settings, announced=(version, lineage))
             _write_ref(directory, ref)
             self._replicas[key] = replica
         log_event(_log, "replica_adopted", store=ref.store_id, checkpoint=ref.checkpoint_dir, version=version)
