@@ -107,3 +107,16 @@ def test_a_node_raises_its_open_files_limit_to_the_hard_one() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     ).stdout.split()
     assert soft == hard
+
+
+def test_replica_sizes_are_reported_coarsely_so_heartbeats_stay_unchanged_between_small_growths() -> None:
+    """A replica's size is reported to within about 6%, never above the true size, and not 0 for a non-empty
+    store: two measurements a few increments apart give the same figure, so the node's fingerprinted reports do
+    not change (and are not sent in full) for them."""
+    from statestore.node.replica import coarse_size
+
+    assert coarse_size(0) == 0 and coarse_size(1) == 64 * 1024
+    assert 70_000 - 64 * 1024 < coarse_size(70_000) <= 70_000
+    for size in (1 << 20, 1_500_000, 10**9, 4 * 10**9 + 12_345):
+        assert size * (1 - 1 / 16) < coarse_size(size) <= size
+    assert coarse_size(500_000_000) == coarse_size(500_000_000 + 3 * 4096)

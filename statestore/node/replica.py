@@ -51,8 +51,17 @@ _DB_DIR = "db"
 _REF_FILE = "store.json"
 # Versions whose increment checksum a replica remembers, to recognize a rewritten version by its bytes.
 _FINGERPRINTS = 4096
-# How often a replica's size on disk is measured again (heartbeats ask for it every half second).
-_SIZE_REFRESH_SECONDS = 5.0
+# How often a replica's size on disk is measured again (heartbeats ask for it every half second). A node holds
+# hundreds of replicas at Spark's default partitions: at 5 s it listed forty directories a second.
+_SIZE_REFRESH_SECONDS = 30.0
+
+
+def coarse_size(size: int) -> int:
+    """`size` to within 64 KiB, or 6% above 1 MiB: rounded down to a multiple of 64 KiB (at least 64 KiB when not 0)
+    or of a sixteenth of its power of two. Placement weighs sizes no finer, and a heartbeat's reports, fingerprinted
+    to be sent only when they changed, then change with a replica's size only when it moved by that much."""
+    step = max(1 << 16, 1 << max(size.bit_length() - 5, 0))
+    return step if 0 < size < step else size - size % step
 
 
 def _directory_bytes(path: Path) -> int:
@@ -115,6 +124,7 @@ class Replica:
             self._opened = self._open_store()
         self._size = 0
         self._size_measured_at = -_SIZE_REFRESH_SECONDS
+        self._held_report: tuple[tuple[int, int], common_pb2.VersionHeld] | None = None
         self._retired = False
         # How to take the store back one version (the last increment applied): a batch Spark re-runs after its
         # executor died loads the version before the one this replica already applied.
@@ -192,9 +202,19 @@ class Replica:
         """Bytes of the replica's store on disk, measured at most every few seconds (for placement)."""
         now = time.monotonic()
         if now - self._size_measured_at > _SIZE_REFRESH_SECONDS:
-            self._size = _directory_bytes(self.directory / _DB_DIR)
+            self._size = coarse_size(_directory_bytes(self.directory / _DB_DIR))
             self._size_measured_at = now
         return self._size
+
+    def held_report(self) -> common_pb2.VersionHeld:
+        """The version held and size, as heartbeats report them (built again only when either changed: a node
+        reports hundreds of replicas twice a second). Callers copy it, never change it."""
+        key = (self.version, self.size_bytes())
+        cached = self._held_report
+        if cached is None or cached[0] != key:
+            cached = (key, common_pb2.VersionHeld(store=self.ref, version=key[0], size_bytes=key[1]))
+            self._held_report = cached
+        return cached[1]
 
     # ----------------------------------------------------------------- receiving increments
 
@@ -681,7 +701,7 @@ class ReplicaSet:
         """The version held of every replica."""
         with self._lock:
             replicas = list(self._replicas.values())
-        return [common_pb2.VersionHeld(store=r.ref, version=r.version, size_bytes=r.size_bytes()) for r in replicas]
+        return [r.held_report() for r in replicas]
 
     def close(self) -> None:
         """Close every replica's store."""
