@@ -51,11 +51,7 @@ def test_another_scheme_wraps_its_own_file_system_class() -> None:
         checkpoint_file_confs("/x/layer.jar", {}, None, ["myfs"])
     with pytest.raises(SettingError, match="'s3a://bucket' is not a URI scheme"):
         checkpoint_file_confs("/x/layer.jar", {}, None, ["s3a://bucket"])
-    done = subprocess.run(
-        [sys.executable, "-m", "statestore.cli", "spark-conf", "--spark-rocksdb", "--jar", "/x/layer.jar",
-         "--checkpoint-scheme", "abfss"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    done = _layer_spark_conf("--checkpoint-scheme", "abfss")
     assert done.returncode == 0, done.stderr
     assert "--conf spark.hadoop.fs.abfss.impl=io.statestore.spark.ReplicaFilterFileSystem" in done.stdout
 
@@ -84,21 +80,21 @@ def test_enable_refuses_a_running_session_and_our_providers_settings() -> None:
         spark_provider.enable(RunningSession(), jar="/x/layer.jar", spark_rocksdb=True)
 
 
-def test_spark_conf_prints_the_layers_confs_for_spark_submit() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "statestore.cli", "spark-conf", "--spark-rocksdb", "--jar", "/x/layer.jar",
-         "--replica-files-dir", "/var/lib/copies"],
+def _layer_spark_conf(*arguments: str) -> subprocess.CompletedProcess[str]:
+    """`statestore spark-conf --spark-rocksdb --jar /x/layer.jar ARGUMENTS...`, run."""
+    return subprocess.run(
+        [sys.executable, "-m", "statestore.cli", "spark-conf", "--spark-rocksdb", "--jar", "/x/layer.jar", *arguments],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
+
+
+def test_spark_conf_prints_the_layers_confs_for_spark_submit() -> None:
+    done = _layer_spark_conf("--replica-files-dir", "/var/lib/copies")
     assert done.returncode == 0, done.stderr
     assert f"--conf {PROVIDER_CLASS_KEY}={SPARK_ROCKSDB_PROVIDER}" in done.stdout
     assert f"--conf {FILE_SYSTEM_KEY}=io.statestore.spark.ReplicaFileSystem" in done.stdout
     assert "--conf spark.executor.extraClassPath=/x/layer.jar" in done.stdout
-    refused = subprocess.run(
-        [sys.executable, "-m", "statestore.cli", "spark-conf", "--spark-rocksdb", "--jar", "/x/layer.jar",
-         "sync=true"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    refused = _layer_spark_conf("sync=true")
     assert refused.returncode == 2 and "sync configure the statestore provider" in refused.stderr, refused.stderr
 
 
