@@ -298,8 +298,9 @@ def decode_promote(fields: bytes) -> Promote:
 class Demote:
     """A `DEMOTE` frame (provider -> node): the provider unloaded the partition and hands the node its closed local
     directory, at `version` with `lineage`, to keep as a replica (moved, not copied; refused when the node holds a
-    replica of it already or the directory is not what it says). The node stops being its primary. Answered with
-    status 0 and a note."""
+    replica of it already or no store is there; checked against `version` and `lineage` when the replica is first
+    used, and replaced by an empty replica if it differs). The node stops being its primary. Answered with status
+    0 and a note."""
 
     store_id: str
     checkpoint_dir: str
