@@ -857,6 +857,32 @@ def test_a_decommissioning_executor_is_drained_at_once_to_its_replica_holders(me
         operations.stop()
 
 
+def test_a_decommission_judges_its_moves_against_the_primaries_it_chose_its_pins_from(membership: Membership) -> None:
+    """Reports that move a primary arrive while the drain is planned (a partition of the decommissioned a is now
+    c's, as a hand-over just finished might report): the drain's moves still start on a, the node its pins
+    were chosen for, never on a node that is not being decommissioned (an elastic run once handed a partition over
+    from the node that had just received it)."""
+    groups = ReplicaGroups(membership, q=1)
+    planned = groups.target
+
+    def target_after_a_late_report(*args: object, **kwargs: object) -> object:
+        beat(membership, "a", primaries=[store("0/0/default"), store("0/0/default", OTHER_ROOT)])
+        beat(membership, "c", primaries=[store("0/1/default")])
+        return planned(*args, **kwargs)
+
+    groups.target = target_after_a_late_report  # type: ignore[method-assign]
+    operations = Operations(membership, groups)
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        operation_id = operations.decommissioning("a")
+        assert operation_id
+        status = operations.status(operation_id)
+        moved = [m for m in status.moves if m.source_node != m.target_node]
+        assert moved and all(m.source_node == "a" for m in moved), status
+    finally:
+        operations.stop()
+
+
 def test_a_move_to_a_decommissioning_executor_fails_and_its_drain_follows(membership: Membership) -> None:
     operations = Operations(membership, ReplicaGroups(membership, q=1))
     operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))

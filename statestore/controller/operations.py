@@ -181,7 +181,9 @@ class Operations:
                 )
                 continue
             pins[task] = holder[0].node_id
-        moves, more = self._moves_to(self._groups.target(pins, exclude=left))
+        # The moves are judged against the snapshot the pins came from: a partition whose primary a report moved
+        # between two readings would otherwise be handed over from a node that is not the one decommissioned.
+        moves, more = self._moves_to(self._groups.target(pins, exclude=left, running=running_primaries))
         for move in moves:
             move.urgent = True
         try:

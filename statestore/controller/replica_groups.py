@@ -262,12 +262,16 @@ class ReplicaGroups:
         return {d.id: d for d in self._task_demands(partitions, tasks)}
 
     def target(
-        self, pins: Mapping[str, str] | None, exclude: frozenset[str] = frozenset()
+        self,
+        pins: Mapping[str, str] | None,
+        exclude: frozenset[str] = frozenset(),
+        running: dict[str, str] | None = None,
     ) -> tuple[Placement, dict[str, str]] | None:
         """A fresh placement of every task partition on the live nodes neither draining nor in `exclude`,
         starting from the plan in force, with primaries pinned by `pins` (task partition -> node; None: where
-        they run now, except on the nodes left out). Returns it with the nodes the primaries run on now; None
-        when there is nothing to place."""
+        they run now, except on the nodes left out). Returns it with the nodes the primaries run on now (`running`
+        when the caller read them already to choose its pins: the moves are then judged against the same
+        snapshot, not one a report changed since); None when there is nothing to place."""
         plan = self.current()
         out = self._draining | exclude
         live = [r for r in self._membership.nodes() if self._membership.is_alive(r) and r.node_id not in out]
@@ -275,7 +279,8 @@ class ReplicaGroups:
         if not live or not partitions or plan.placement is None:
             return None
         tasks = {p.key: task_partition_key(p.store) for p in partitions}
-        running = _task_pins(partitions, tasks, set(self._membership.live_node_ids()))
+        if running is None:
+            running = _task_pins(partitions, tasks, set(self._membership.live_node_ids()))
         if pins is None:
             pins = {t: n for t, n in running.items() if n not in out}
         q = min(self._q, len(live) - 1)
