@@ -18,9 +18,11 @@ from statestore.contract.local_channel_frames import (
     SOURCE_CHECKPOINT,
     SOURCE_REPLICA,
     STATUS_ACCEPTED,
+    FetchFiles,
     FileKept,
     FileRead,
     decode_reply,
+    encode_fetch_files,
     encode_file_kept,
     encode_file_read,
 )
@@ -47,12 +49,13 @@ def modified_ms(path: Path) -> int:
     return path.stat().st_mtime_ns // 1_000_000
 
 
-def tell_node(sock: Path, message: FileKept | FileRead) -> str:
-    """Send one FILE_KEPT or FILE_READ on the node's local channel and return its REPLY's note."""
+def tell_node(sock: Path, message: FileKept | FileRead | FetchFiles) -> str:
+    """Send one FILE_KEPT, FILE_READ or FETCH_FILES on the node's local channel and return its REPLY's note."""
+    encode = {FileKept: encode_file_kept, FileRead: encode_file_read, FetchFiles: encode_fetch_files}[type(message)]
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(10)
+        conn.settimeout(20)
         conn.connect(str(sock))
-        conn.sendall(encode_file_kept(message) if isinstance(message, FileKept) else encode_file_read(message))
+        conn.sendall(encode(message))  # type: ignore[operator]
         frame = read_frame(conn)
     assert frame is not None and frame[0] == REPLY
     reply = decode_reply(frame[1])
@@ -169,6 +172,28 @@ def test_files_a_node_is_told_of_reach_the_replica_groups_host(tmp_path: Path) -
             assert (entry.size, entry.crc32, entry.kept_by_node) == (len(data), zlib.crc32(data), replica)
             assert entry.modified_ms == modified_ms(partition / name)  # what the Java side checks at a load
         assert not (tmp_path / f"{other}-copies").exists() or not list((tmp_path / f"{other}-copies").iterdir())
+
+        # The partition's task runs on the third host, which holds none of its files (Real-Time Mode, a steer that
+        # did not hold): its load misses 2.zip, and that host's node fetches the partition's files from the replica.
+        note = tell_node(tmp_path / f"{other}.sock", FetchFiles(STORE_ID, str(partition), "2.zip", 2, 10_000))
+        assert note.startswith(f"fetched 3 files ({sum(len(d) for n, d in files.items() if n != '1.changelog')} "
+                               f"bytes) from {replica}"), note  # fmt: skip
+        fetched = HostCopies(tmp_path / f"{other}-copies", other)
+        for name, data in files.items():
+            entry = fetched.entry(str(partition / name), name)
+            if name == "1.changelog":  # older than the snapshot the load asked for first
+                assert entry is None
+                continue
+            assert entry is not None and fetched.copy_path(str(partition / name), name).read_bytes() == data
+            assert (entry.size, entry.crc32, entry.modified_ms) == (len(data), zlib.crc32(data),
+                                                                    modified_ms(partition / name))  # fmt: skip
+        # The load's next miss gets that fetch's answer; nothing is fetched twice.
+        again = tell_node(tmp_path / f"{other}.sock", FetchFiles(STORE_ID, str(partition), "3.changelog", 3, 10_000))
+        assert again.startswith("fetched ") and " s ago: fetched 3 files" in again, again
+        assert cluster.processes[other].log().count('"file_partition_fetched"') == 1
+        nobody = tell_node(tmp_path / f"{other}.sock",
+                           FetchFiles("0/9/default", str(partition.parent / "9"), "1.changelog", 1, 10_000))  # fmt: skip
+        assert nobody == "no peer holds files of it", nobody
         def load_reported() -> object:
             status = next(p for p in cluster.status().partitions if p.store.store_id == STORE_ID)
             return status if status.last_load.bytes_replica_files else None

@@ -35,6 +35,7 @@ INCOMING_LIST = 9
 LOAD = 10
 FILE_KEPT = 11
 FILE_READ = 12
+FETCH_FILES = 13
 
 # reply status
 STATUS_ACCEPTED = 0
@@ -73,6 +74,7 @@ FRAME_NAMES = {
     10: "LOAD",
     11: "FILE_KEPT",
     12: "FILE_READ",
+    13: "FETCH_FILES",
 }
 
 
@@ -619,3 +621,47 @@ def decode_file_read(fields: bytes) -> FileRead:
         raise FrameError(f"unknown load source {source}")
     reader.end()
     return FileRead(store_id, checkpoint_dir, name, version, bytes, source)
+
+
+@dataclass(frozen=True)
+class FetchFiles:
+    """A `FETCH_FILES` frame (provider -> node): a load under Spark's own RocksDB provider is about to read the
+    partition's state file `name` (of `version`, 0 for an SST) from the checkpoint location because this host
+    holds no copy of it: the node asks the controller which peers hold the partition's files (`Control.Locate`),
+    fetches every file the freshest of them holds (`Replication.SendFiles`; snapshots and changelogs from
+    `version` on) into this host's copies directory, and answers within `timeout_ms`. The checkpoint file layer
+    then serves what it trusts of them (size, modification time, CRC32) and reads the rest from the checkpoint
+    location. A second ask for the same partition within 10 s is answered from the first's result without fetching
+    again. Sent on a connection of its own; answered with status 0 and what was fetched, or why nothing was."""
+
+    store_id: str
+    checkpoint_dir: str
+    name: str
+    version: int
+    timeout_ms: int
+
+
+def encode_fetch_files(message: FetchFiles) -> bytes:
+    """The whole `FETCH_FILES` frame of `message`."""
+    fields = b"".join(
+        (
+            pack_str(message.store_id),
+            pack_str(message.checkpoint_dir),
+            pack_str(message.name),
+            pack_u64(message.version),
+            pack_u32(message.timeout_ms),
+        )
+    )
+    return frame(FETCH_FILES, fields)
+
+
+def decode_fetch_files(fields: bytes) -> FetchFiles:
+    """The `FETCH_FILES` message whose fields (after the type byte) are `fields`. Raises FrameError."""
+    reader = Reader(fields)
+    store_id = reader.string()
+    checkpoint_dir = reader.string()
+    name = reader.string()
+    version = reader.u64()
+    timeout_ms = reader.u32()
+    reader.end()
+    return FetchFiles(store_id, checkpoint_dir, name, version, timeout_ms)

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 import grpc
 
@@ -34,7 +35,7 @@ from statestore.logs import log_event
 from statestore.node.host_copies import INDEX_SUFFIX, FileCopyError, HostCopies, index_entry, state_file_version
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
 from statestore.partition_key import partition_key
-from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication_pb2_grpc
+from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc, replication_pb2, replication_pb2_grpc
 
 _log = logging.getLogger("statestore.node.file_replicas")
 _CHUNK_BYTES = 1 << 20
@@ -44,6 +45,8 @@ _SCAN_TTL_SECONDS = 5.0
 _LOAD_GAP_SECONDS = 10.0
 # FILE_READ's sources (the local channel's load source codes) and how status names them.
 _READ_SOURCES = {0: "local files", 1: "replica files", 3: "checkpoint"}
+# A partition's files are fetched from a peer once per load: asks within this long of a fetch get its result.
+_FETCH_AGAIN_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,15 @@ class _FileLoad:
 
 
 @dataclass
+class _Fetch:
+    """One fetch of a partition's files from a peer (FETCH_FILES): what it did, once done."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    note: str = ""
+    at: float = 0.0
+
+
+@dataclass
 class _FileReplica:
     store: common_pb2.StoreRef
     version: int = 0
@@ -142,6 +154,7 @@ class FileReplicas:
         self._sends: queue.SimpleQueue[_Send | _Adopt | None] = queue.SimpleQueue()
         self._channels: dict[str, tuple[str, grpc.Channel]] = {}  # node id -> (address, channel)
         self._scan: tuple[float, dict[str, list[KeptFile]]] = (float("-inf"), {})
+        self._fetches: dict[str, _Fetch] = {}  # partition key -> its last fetch from a peer
         self._recover_held()
         self._sender = threading.Thread(target=self._send_loop, name="file-replicas", daemon=True)
         self._sender.start()
@@ -361,6 +374,123 @@ class FileReplicas:
             for name in gone:
                 replica.names.pop(name, None)
 
+    # ----------------------------------------------------------------- fetching from a peer
+
+    def fetch(self, store: common_pb2.StoreRef, version: int, timeout_seconds: float) -> str:
+        """FETCH_FILES: this host's executor is loading partition `store` and holds no copy of a file of it (of
+        `version`, 0 for an SST): fetch every file the freshest peer holding the partition's files has (snapshots
+        and changelogs from `version` on) into this host's copies directory, within `timeout_seconds`. One fetch
+        per partition at a time, and at most one per `_FETCH_AGAIN_SECONDS`: a load's later misses get the first
+        fetch's result. Returns what was fetched, or why nothing was."""
+        key = partition_key(store)
+        now = time.monotonic()
+        with self._lock:
+            fetch = self._fetches.get(key)
+            mine = fetch is None or (fetch.done.is_set() and now - fetch.at > _FETCH_AGAIN_SECONDS)
+            if mine:
+                fetch = self._fetches[key] = _Fetch()
+        assert fetch is not None
+        if not mine:
+            if not fetch.done.wait(timeout_seconds):
+                return "a fetch of its files from a peer is still under way"
+            return f"fetched {time.monotonic() - fetch.at:.1f} s ago: {fetch.note}"
+        try:
+            fetch.note = self._fetch_from_peers(store, version, now + timeout_seconds)
+        except Exception as exc:  # the load must get an answer: it reads the checkpoint location then
+            fetch.note = f"the fetch failed: {exc!r}"
+            log_event(_log, "file_fetch_failed", logging.ERROR, store=store.store_id, error=repr(exc))
+        fetch.at = time.monotonic()
+        fetch.done.set()
+        return fetch.note
+
+    def _fetch_from_peers(self, store: common_pb2.StoreRef, version: int, deadline: float) -> str:
+        if self.copies is None:
+            return f"{self._settings.identity} keeps no file copies (its replica files dir is unset)"
+        if not self._settings.controller:
+            return "no controller to locate a peer holding its files"
+        try:
+            with auth.channel(self._settings.controller) as channel:
+                located = control_pb2_grpc.ControlStub(channel).Locate(store, timeout=_left(deadline))
+        except grpc.RpcError as exc:
+            return f"the controller did not locate a peer holding its files: {exc.code().name}"
+        holders = [h for h in located.holders if h.node.node_id != self._settings.identity and h.version > 0]
+        if not holders:
+            return "no peer holds files of it"
+        why = []
+        for holder in holders:
+            started = time.monotonic()
+            try:
+                files, size = self._receive_files(store, version, holder.node, deadline)
+            except grpc.RpcError as exc:
+                why.append(f"{holder.node.node_id}: {exc.code().name} {exc.details()}")
+                continue
+            if files:
+                millis = round((time.monotonic() - started) * 1000)
+                log_event(_log, "file_partition_fetched", store=store.store_id, checkpoint=store.checkpoint_dir,
+                          peer=holder.node.node_id, files=files, bytes=size, millis=millis)  # fmt: skip
+                return f"fetched {files} files ({size} bytes) from {holder.node.node_id} in {millis} ms"
+            why.append(f"{holder.node.node_id}: sent nothing this host lacks")
+        return "; ".join(why)
+
+    def _receive_files(
+        self, store: common_pb2.StoreRef, version: int, node: control_pb2.NodeRef, deadline: float
+    ) -> tuple[int, int]:
+        """Stream `node`'s copies of the partition's files into this host's copies directory; returns how many
+        files were written, and their bytes."""
+        assert self.copies is not None
+        request = replication_pb2.FilesRequest(store=store, from_version=version)
+        stub = replication_pb2_grpc.ReplicationStub(self._channel(node))
+        files = size = 0
+        for header, data in _files_of(stub.SendFiles(request, timeout=_left(deadline))):
+            try:
+                done = self.copies.write(header.checkpoint_path, header.name, header.size, header.crc32, data,
+                                         store=(store.store_id, store.checkpoint_dir),
+                                         modified_ms=header.modified_ms)  # fmt: skip
+            except (FileCopyError, OSError) as exc:
+                log_event(_log, "file_copy_refused", store=store.store_id, file=header.name, peer=node.node_id,
+                          error=str(exc))  # fmt: skip
+                done = ""
+            if done.startswith("kept"):
+                files, size = files + 1, size + header.size
+        return files, size
+
+    def send_files(self, request: replication_pb2.FilesRequest) -> Iterator[replication_pb2.FileCopyChunk]:
+        """`Replication.SendFiles`: every copy this host holds of the partition's state files (snapshots and
+        changelogs from `request.from_version` on, every SST), each a header chunk and its bytes' chunks."""
+        if self.copies is None:
+            return
+        store = request.store
+        key = partition_key(store)
+        directory = store.checkpoint_dir
+        directory = urlparse(directory).path if "://" in directory else directory
+        names: dict[str, str] = {f.name: f.checkpoint_path for f in self._host_copies_by_partition().get(directory, [])}
+        with self._lock:
+            replica = self._replicas.get(key)
+            primary = self._primaries.get(key)
+            names.update(replica.names if replica else {})
+            names.update({f.name: f.checkpoint_path for f in primary.files.values()} if primary else {})
+        wanted = []
+        for name, path in names.items():
+            version = state_file_version(name)
+            entry = self.copies.entry(path, name)
+            if version is None or entry is None or (version and version < request.from_version):
+                continue
+            wanted.append(KeptFile(path, name, version, entry.size, entry.crc32, self.copies.copy_path(path, name),
+                                   entry.modified_ms))  # fmt: skip
+        for file in _in_load_order(wanted):
+            try:
+                source = open(file.copy_path, "rb")  # noqa: SIM115 - closed below, after its last chunk
+            except OSError:
+                continue  # removed meanwhile (Spark's retention)
+            with source:
+                header = replication_pb2.FileCopyHeader(
+                    store=store, checkpoint_path=file.checkpoint_path, name=file.name, size=file.size,
+                    crc32=file.crc32, version=file.version, modified_ms=file.modified_ms,
+                )  # fmt: skip
+                yield replication_pb2.FileCopyChunk(header=header, data=source.read(_CHUNK_BYTES))
+                while data := source.read(_CHUNK_BYTES):
+                    yield replication_pb2.FileCopyChunk(data=data)
+
     # ----------------------------------------------------------------- shipping
 
     def _send_loop(self) -> None:
@@ -480,3 +610,34 @@ class FileReplicas:
 def _in_load_order(files: Iterable[KeptFile]) -> list[KeptFile]:
     """Files in the order a load wants them: SSTs and snapshots first, then changelogs by version."""
     return sorted(files, key=lambda f: (f.name.endswith(".changelog"), f.version, f.name))
+
+
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.001)
+
+
+def _files_of(
+    chunks: Iterator[replication_pb2.FileCopyChunk],
+) -> Iterator[tuple[replication_pb2.FileCopyHeader, Iterator[bytes]]]:
+    """The files of a `SendFiles` stream: each one's header and an iterator of its bytes, which must be read to its
+    end before the next file is taken."""
+    pending = next(chunks, None)
+    while pending is not None:
+        if not pending.HasField("header"):
+            raise FileCopyError("a file's bytes arrived without its header")
+        current, pending = pending, None
+
+        def data(first: replication_pb2.FileCopyChunk = current) -> Iterator[bytes]:
+            nonlocal pending
+            if first.data:
+                yield first.data
+            for chunk in chunks:
+                if chunk.HasField("header"):
+                    pending = chunk
+                    return
+                yield chunk.data
+
+        body = data()
+        yield current.header, body
+        for _rest in body:  # the consumer stopped early: skip to the next header
+            pass

@@ -29,6 +29,7 @@ from statestore.contract.frame_wire import LINEAGE_BYTES, MAX_U64_FIELD, FrameEr
 from statestore.contract.local_channel_frames import (
     COMMITTED,
     DEMOTE,
+    FETCH_FILES,
     FILE_KEPT,
     FILE_READ,
     FLAG_PEER,
@@ -55,6 +56,7 @@ from statestore.contract.local_channel_frames import (
     STATUS_REPLICATED,
     Committed,
     Demote,
+    FetchFiles,
     FileKept,
     FileRead,
     Incoming,
@@ -68,6 +70,7 @@ from statestore.contract.local_channel_frames import (
     Reply,
     decode_committed,
     decode_demote,
+    decode_fetch_files,
     decode_file_kept,
     decode_file_read,
     decode_incoming,
@@ -80,6 +83,7 @@ from statestore.contract.local_channel_frames import (
     decode_reply,
     encode_committed,
     encode_demote,
+    encode_fetch_files,
     encode_file_kept,
     encode_file_read,
     encode_incoming,
@@ -103,6 +107,7 @@ _log = logging.getLogger("statestore.node.local_channel")
 __all__ = [
     "COMMITTED",
     "DEMOTE",
+    "FETCH_FILES",
     "FLAG_PEER",
     "FLAG_REWRITES_HISTORY",
     "FLAG_SYNC",
@@ -129,6 +134,7 @@ __all__ = [
     "STATUS_REPLICATED",
     "Committed",
     "Demote",
+    "FetchFiles",
     "FileKept",
     "FileRead",
     "FrameError",
@@ -143,6 +149,7 @@ __all__ = [
     "Reply",
     "decode_committed",
     "decode_demote",
+    "decode_fetch_files",
     "decode_file_kept",
     "decode_file_read",
     "decode_incoming",
@@ -155,6 +162,7 @@ __all__ = [
     "decode_reply",
     "encode_committed",
     "encode_demote",
+    "encode_fetch_files",
     "encode_file_kept",
     "encode_file_read",
     "encode_incoming",
@@ -269,6 +277,9 @@ class LocalPrimary(Protocol):
     def file_read(self, store: common_pb2.StoreRef, message: FileRead) -> str:
         """FILE_READ: count what a load of a partition on Spark's own provider read; returns a note."""
 
+    def fetch_files(self, store: common_pb2.StoreRef, message: FetchFiles) -> str:
+        """FETCH_FILES: fetch a partition's state files from a peer holding them; returns what was fetched."""
+
 
 class LocalChannelServer:
     """Serves the local socket: one thread accepts, one thread per connection answers its requests in order."""
@@ -380,6 +391,7 @@ class LocalChannelServer:
             LOAD: self._answer_load,
             FILE_KEPT: self._answer_file_kept,
             FILE_READ: self._answer_file_read,
+            FETCH_FILES: self._answer_fetch_files,
         }
         handler = handlers.get(frame_type)
         if handler is None:
@@ -470,6 +482,9 @@ class LocalChannelServer:
 
     def _answer_file_read(self, fields: bytes) -> Reply:
         return _noted("FILE_READ", fields, decode_file_read, self._primary.file_read)
+
+    def _answer_fetch_files(self, fields: bytes) -> Reply:
+        return _noted("FETCH_FILES", fields, decode_fetch_files, self._primary.fetch_files)
 
     def stop(self) -> None:
         """Stop accepting, close every connection and remove the socket file."""

@@ -29,6 +29,7 @@ from statestore.node.local_channel import (
     SOURCE_NAMES,
     Committed,
     Demote,
+    FetchFiles,
     FileKept,
     FileRead,
     Incoming,
@@ -345,6 +346,11 @@ class StateNode:
         """FILE_READ: what a load of a partition on Spark's provider read of one state file, and from where."""
         assert self.file_replicas is not None
         return self.file_replicas.read(store, message.name, message.version, message.bytes, message.source)
+
+    def fetch_files(self, store: common_pb2.StoreRef, message: FetchFiles) -> str:
+        """FETCH_FILES: a load here lacks the partition's files; fetch them from a peer holding them."""
+        assert self.file_replicas is not None
+        return self.file_replicas.fetch(store, message.version, message.timeout_ms / 1000)
 
     def stop(self, grace: float = 5.0) -> None:
         """Stop serving (in-flight calls get `grace` seconds), stop shipping, close the replicas."""

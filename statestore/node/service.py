@@ -83,6 +83,15 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
             return replication_pb2.FileCopyKept(kept=False, detail=f"{self._settings.identity} keeps no file copies")
         return self._file_replicas.receive(request_iterator)
 
+    def SendFiles(
+        self, request: replication_pb2.FilesRequest, context: grpc.ServicerContext
+    ) -> Iterator[replication_pb2.FileCopyChunk]:
+        """The copies this host holds of a partition's state files on Spark's own RocksDB provider, for a peer whose
+        executor loads the partition without them (statestore.node.file_replicas)."""
+        if self._file_replicas is None:
+            return iter(())
+        return self._file_replicas.send_files(request)
+
     def Ship(
         self, request_iterator: Iterator[replication_pb2.ShipRequest], context: grpc.ServicerContext
     ) -> Iterator[replication_pb2.ShipAck]:

@@ -56,6 +56,11 @@ class ReplicationStub:
                 request_serializer=statestore_dot_rpc_dot_replication__pb2.FileCopyChunk.SerializeToString,
                 response_deserializer=statestore_dot_rpc_dot_replication__pb2.FileCopyKept.FromString,
                 _registered_method=True)
+        self.SendFiles = channel.unary_stream(
+                '/statestore.rpc.Replication/SendFiles',
+                request_serializer=statestore_dot_rpc_dot_replication__pb2.FilesRequest.SerializeToString,
+                response_deserializer=statestore_dot_rpc_dot_replication__pb2.FileCopyChunk.FromString,
+                _registered_method=True)
 
 
 class ReplicationServicer:
@@ -95,6 +100,16 @@ class ReplicationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SendFiles(self, request, context):
+        """The state files of one partition on Spark's own RocksDB provider that this node's host holds copies of, for a
+        node whose host has none of them and whose executor is loading the partition (its task runs there: Real-Time
+        Mode, a steer that did not hold): every file, each as a header chunk followed by its bytes' chunks, SSTs and
+        snapshots first, then changelogs by version.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -117,6 +132,11 @@ def add_ReplicationServicer_to_server(servicer, server):
                     servicer.KeepFile,
                     request_deserializer=statestore_dot_rpc_dot_replication__pb2.FileCopyChunk.FromString,
                     response_serializer=statestore_dot_rpc_dot_replication__pb2.FileCopyKept.SerializeToString,
+            ),
+            'SendFiles': grpc.unary_stream_rpc_method_handler(
+                    servicer.SendFiles,
+                    request_deserializer=statestore_dot_rpc_dot_replication__pb2.FilesRequest.FromString,
+                    response_serializer=statestore_dot_rpc_dot_replication__pb2.FileCopyChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -228,6 +248,33 @@ class Replication:
             '/statestore.rpc.Replication/KeepFile',
             statestore_dot_rpc_dot_replication__pb2.FileCopyChunk.SerializeToString,
             statestore_dot_rpc_dot_replication__pb2.FileCopyKept.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/statestore.rpc.Replication/SendFiles',
+            statestore_dot_rpc_dot_replication__pb2.FilesRequest.SerializeToString,
+            statestore_dot_rpc_dot_replication__pb2.FileCopyChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,5 +1,6 @@
 package io.statestore.spark;
 
+import java.io.IOException;
 import java.util.UUID;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
@@ -18,6 +19,13 @@ final class FileShipping {
   private static volatile boolean resolved;
   private static LocalChannel channel;
   private static NodeSidecar.Spec spec;
+  private static long fetchTimeoutMs;
+  /** A load's later misses of a partition's files within this long of a fetch from a peer do not ask again. */
+  private static final long FETCH_AGAIN_MS = 10_000;
+  /** Each partition directory's last fetch from a peer: done once it holds its answer (whether any file came). */
+  private static final java.util.Map<String, Fetch> FETCHES = new java.util.concurrent.ConcurrentHashMap<>();
+
+  private record Fetch(long startedAt, java.util.concurrent.CompletableFuture<Boolean> done) {}
   /** The query run of each state root, learnt on task threads (a snapshot's upload runs on Spark's maintenance
    * thread, which carries no TaskContext). */
   private static final java.util.Map<String, String> RUNS = new java.util.concurrent.ConcurrentHashMap<>();
@@ -53,6 +61,46 @@ final class FileShipping {
         source), spec);
   }
 
+  /**
+   * This host holds no trusted copy of state file {@code file}, which a load is about to read from the checkpoint
+   * location: asks this executor's state node to fetch the partition's files from a peer node holding them
+   * (FETCH_FILES; the partition's task runs on a host its replicas are not on: Real-Time Mode, a steer that did not
+   * hold). Once per partition per {@link #FETCH_AGAIN_MS}: a load's later misses, and loads of the partition on
+   * other threads meanwhile, wait for that one fetch. Returns whether files may have arrived (the caller looks for a
+   * trusted copy again); false at once when there is no node or the node fetched nothing.
+   */
+  static boolean fetchFromPeers(StateFilePath file) {
+    LocalChannel c = channel();
+    if (c == null) return false;
+    String partition = file.partitionDir();
+    long now = System.currentTimeMillis();
+    java.util.concurrent.CompletableFuture<Boolean> mine = new java.util.concurrent.CompletableFuture<>();
+    Fetch fetch = FETCHES.compute(partition, (k, last) ->
+        last != null && (!last.done().isDone() || now - last.startedAt() < FETCH_AGAIN_MS) ? last
+            : new Fetch(now, mine));
+    if (fetch.done() != mine) {
+      try {
+        return fetch.done().get(fetchTimeoutMs + 1000, java.util.concurrent.TimeUnit.MILLISECONDS);
+      } catch (Exception e) {
+        return false;
+      }
+    }
+    boolean arrived = false;
+    try {
+      FrameCodec.Reply reply = c.fetchFiles(new FrameCodec.FetchFiles(file.storeId(), partition, file.name(),
+          file.version(), fetchTimeoutMs));
+      arrived = reply.status() == FrameCodec.STATUS_ACCEPTED && reply.message().startsWith("fetched ");
+      LOG.info("statestore-fs: {} has no local copy of {}; its state node {}", file.storeId(), file.name(),
+          arrived ? reply.message() + " from a peer" : "fetched nothing from a peer: " + reply.message());
+    } catch (IOException | RuntimeException e) {
+      LOG.info("statestore-fs: {} has no local copy of {}, and its state node did not fetch the partition's files "
+          + "from a peer ({}); read from the checkpoint location", file.storeId(), file.name(), e.toString());
+    } finally {
+      mine.complete(arrived);
+    }
+    return arrived;
+  }
+
   /** The query run whose task this thread runs ("" off a task thread): a streaming query runs each batch's jobs in
    * a job group named by its run id. */
   private static String runId() {
@@ -76,6 +124,7 @@ final class FileShipping {
         ProviderSettings settings = ProviderSettings.from(env.conf());
         channel = LocalChannel.of(settings);
         if (channel != null) spec = LocalChannel.sidecarSpec(settings);
+        fetchTimeoutMs = settings.materializeTimeoutMs;
       } catch (Exception e) {
         LOG.warn("statestore-fs: this executor's state node is not told of the copies it keeps ({}); they stay on "
             + "this host", e.toString());

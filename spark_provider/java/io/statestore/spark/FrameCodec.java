@@ -23,6 +23,7 @@ final class FrameCodec {
   static final byte LOAD = 10;
   static final byte FILE_KEPT = 11;
   static final byte FILE_READ = 12;
+  static final byte FETCH_FILES = 13;
 
   // reply status
   static final int STATUS_ACCEPTED = 0;
@@ -398,6 +399,32 @@ final class FrameCodec {
     if (source != 0 && source != 1 && source != 2 && source != 3) throw r.bad("unknown load source " + source);
     r.end();
     return new FileRead(storeId, checkpointDir, name, version, bytes, source);
+  }
+
+  /** A FETCH_FILES frame (provider -&gt; node). */
+  record FetchFiles(String storeId, String checkpointDir, String name, long version, long timeoutMs) {}
+
+  /** The whole FETCH_FILES frame of {@code m}, length prefix included. */
+  static ByteBuffer encode(FetchFiles m) {
+    Writer w = new Writer();
+    w.str(m.storeId());
+    w.str(m.checkpointDir());
+    w.str(m.name());
+    w.u64(m.version());
+    w.u32(m.timeoutMs());
+    return w.frame(FETCH_FILES);
+  }
+
+  /** The FETCH_FILES message in {@code body} (after the type byte). */
+  static FetchFiles decodeFetchFiles(ByteBuffer body) throws IOException {
+    Reader r = new Reader(body, "FETCH_FILES");
+    String storeId = r.str();
+    String checkpointDir = r.str();
+    String name = r.str();
+    long version = r.u64();
+    long timeoutMs = r.u32();
+    r.end();
+    return new FetchFiles(storeId, checkpointDir, name, version, timeoutMs);
   }
 
   /** Writes fields in order (big-endian, strings u16-prefixed), then frames them. */

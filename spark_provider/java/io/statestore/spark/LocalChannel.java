@@ -389,6 +389,13 @@ final class LocalChannel {
     return ask(ChannelFrames.incoming(), timeoutMs, ChannelFrames::readIncomingList);
   }
 
+  /** Asks the node to fetch a partition's state files from a peer holding them ({@code fetch}, FETCH_FILES), on a
+   * connection of its own like {@link #materialize}; waits at most {@code fetch.timeoutMs()} and a second. Throws
+   * IOException when no node listens or it does not answer in time. */
+  FrameCodec.Reply fetchFiles(FrameCodec.FetchFiles fetch) throws IOException {
+    return ask(FrameCodec.encode(fetch), fetch.timeoutMs() + 1000, ChannelFrames::readReply);
+  }
+
   /** How a request's answer frame is read off the connection. */
   @FunctionalInterface
   private interface AnswerReader<T> {

@@ -335,6 +335,15 @@ final class ReplicaFiles {
     return null;
   }
 
+  /** {@link #trusted}, and when this host holds no copy to trust, the same after this executor's state node fetched
+   * the partition's files from a peer holding them ({@link FileShipping#fetchFromPeers}): a fetched copy is trusted
+   * by the same rules, so one in doubt is still read from the checkpoint location. */
+  private static Copy trustedOrFetched(Path path, StateFilePath file, long size, long modified, Configuration conf) {
+    Copy copy = trusted(path, file, size, modified, conf);
+    if (copy != null || !FileShipping.fetchFromPeers(file)) return copy;
+    return trusted(path, file, size, modified, conf);
+  }
+
   /** Why {@code copy} is not to be served for a checkpoint file of {@code size} bytes last modified at
    * {@code modified} (ms; 0 when not known), or null when it is. */
   private static String doubt(Copy copy, long size, long modified) {
@@ -370,7 +379,7 @@ final class ReplicaFiles {
     if (file == null) return opener.open(path, false);
     FileStatus status = statusOf.status(path);
     long size = status.getLen();
-    Copy copy = trusted(path, file, size, status.getModificationTime(), conf);
+    Copy copy = trustedOrFetched(path, file, size, status.getModificationTime(), conf);
     if (copy != null) {
       FSDataInputStream served = opener.open(new Path(copy.file().toURI()), true);
       return CheckpointReads.counted(new FSDataInputStream(new VerifyingStream(served, path, file, copy)), file,
@@ -398,7 +407,7 @@ final class ReplicaFiles {
    * dropped with its partition's other copies, so the caller's copy reads the checkpoint location. */
   static boolean link(Path path, StateFilePath file, FileStatus status, File target, Configuration conf)
       throws IOException {
-    Copy copy = trusted(path, file, status.getLen(), status.getModificationTime(), conf);
+    Copy copy = trustedOrFetched(path, file, status.getLen(), status.getModificationTime(), conf);
     if (copy == null || linksRefused) return false;
     Files.deleteIfExists(target.toPath());
     try {
