@@ -191,8 +191,8 @@ def test_files_a_node_is_told_of_reach_the_replica_groups_host(tmp_path: Path) -
         again = tell_node(tmp_path / f"{other}.sock", FetchFiles(STORE_ID, str(partition), "3.changelog", 3, 10_000))
         assert again.startswith("fetched ") and " s ago: fetched 3 files" in again, again
         assert cluster.processes[other].log().count('"file_partition_fetched"') == 1
-        nobody = tell_node(tmp_path / f"{other}.sock",
-                           FetchFiles("0/9/default", str(partition.parent / "9"), "1.changelog", 1, 10_000))  # fmt: skip
+        unknown = FetchFiles("0/9/default", str(partition.parent / "9"), "1.changelog", 1, 10_000)
+        nobody = tell_node(tmp_path / f"{other}.sock", unknown)
         assert nobody == "no peer holds files of it", nobody
         def load_reported() -> object:
             status = next(p for p in cluster.status().partitions if p.store.store_id == STORE_ID)

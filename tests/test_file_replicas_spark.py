@@ -205,6 +205,22 @@ def spark(cluster: LoopbackCluster) -> Iterator[Any]:
         yield session
 
 
+def _files_of(directory: Path) -> frozenset[tuple[str, int, int]]:
+    return frozenset((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in directory.rglob("*") if f.is_file())
+
+
+def _quiet(directory: Path, seconds: float = 3.0) -> bool:
+    """Whether no file under `directory` appeared or changed for `seconds` (a stopped query's providers upload
+    their last snapshots from Spark's maintenance thread, after the stop)."""
+    before = _files_of(directory)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        if _files_of(directory) != before:
+            return False
+    return True
+
+
 def _state_reads(log: str) -> list[tuple[str, str]]:
     """(store id, where from) of each state file read this executor logged: "its local copy (shipped by a peer)",
     "its local copy" (this host's executors kept it) or "the checkpoint location"."""
@@ -257,6 +273,10 @@ class Aggregation(StatusOfQuery):
             self.write_file()
         if started:
             _run_without_the_layer(self.source, self.checkpoint)
+        self.start(spark, name)
+
+    def start(self, spark: Any, name: str) -> None:
+        """Start the query (again, after a stop: from its checkpoint)."""
         self.query = (
             build_aggregation(spark, str(self.source))
             .writeStream.outputMode("complete").foreachBatch(self._record).queryName(name)
@@ -494,3 +514,40 @@ def test_a_planned_move_loads_the_partition_from_the_files_shipped_to_its_target
              if where_store == store]  # fmt: skip
     assert "its local copy (shipped by a peer)" in reads, reads
     assert "the checkpoint location" not in reads, reads
+
+
+def test_a_host_without_a_partitions_files_fetches_them_from_a_peer_for_its_load(
+    spark: Any, cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """A partition's task runs on a host that holds none of its files (here: the host's copies are deleted while the
+    query is stopped, and the restarted query's partitions go back to their executors): that host's state node
+    fetches the partition's files from the peer holding its replica before the load reads them. With every state
+    file in the checkpoint location junk, every batch is exact only if they came, and none is read from there."""
+    query = Aggregation(spark, tmp_path, "file_replicas_fetch")
+    try:
+        for _ in range(4):
+            query.run_batch()
+        partitions = _wait(lambda: query.caught_up(spark), "every partition's replica to hold its newest files")
+    finally:
+        query.query.stop()
+    _wait(lambda: _quiet(query.checkpoint / "state"), "the stopped run's last snapshot uploads", 60)
+    primaries = {store: p.primary_node for store, p in partitions.items()}
+    emptied = max(sorted(set(primaries.values())), key=lambda e: (list(primaries.values()).count(e), e))
+    host = cluster.worker_of(executor_pids()[emptied])
+    before = cluster.executor_logs(spark.sparkContext.applicationId)
+    shutil.rmtree(cluster.copies(host))
+    assert overwrite_state_files_with_junk(query.checkpoint) > 0
+    query.start(spark, "file_replicas_fetch")
+    try:
+        for _ in range(2):
+            query.run_batch(f" after the copies on {host} (executor {emptied}) were deleted")
+    finally:
+        query.query.stop()
+
+    after = cluster.executor_logs(spark.sparkContext.applicationId)
+    fresh = {executor: log[len(before.get(executor, "")):] for executor, log in after.items()}
+    reads = [read for log in fresh.values() for read in _state_reads(log)]
+    assert reads and not [r for r in reads if r[1] == "the checkpoint location"], reads
+    # Each partition whose task ran on a host without its files (the emptied one, or a third) fetched them.
+    fetch = r"statestore-fs: \S+ has no local copy of \S+; its state node fetched \d+ files"
+    assert [line for log in fresh.values() for line in re.findall(fetch, log)], fresh[emptied][-3000:]

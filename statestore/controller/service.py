@@ -148,11 +148,17 @@ class ControlService(control_pb2_grpc.ControlServicer):
         return reply
 
     def Locate(self, request: common_pb2.StoreRef, context: grpc.ServicerContext) -> control_pb2.LocateReply:
-        """The live nodes holding a replica of the partition, freshest first."""
+        """The live nodes holding a replica of the partition, freshest first, and its live primary."""
         key = partition_key(normalized(request))
-        return control_pb2.LocateReply(
+        reply = control_pb2.LocateReply(
             holders=[
                 control_pb2.Holder(node=control_pb2.NodeRef(node_id=r.node_id, address=r.address), version=v)
                 for r, v in self._membership.holders(key)
             ]
         )
+        partition = self._membership.partition(key)
+        primary = self._membership.node(partition.primary) if partition is not None else None
+        if partition is not None and primary is not None and self._membership.is_alive(primary):
+            reply.primary.node.node_id, reply.primary.node.address = primary.node_id, primary.address
+            reply.primary.version = partition.report.version
+        return reply

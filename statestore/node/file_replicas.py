@@ -413,7 +413,12 @@ class FileReplicas:
                 located = control_pb2_grpc.ControlStub(channel).Locate(store, timeout=_left(deadline))
         except grpc.RpcError as exc:
             return f"the controller did not locate a peer holding its files: {exc.code().name}"
-        holders = [h for h in located.holders if h.node.node_id != self._settings.identity and h.version > 0]
+        # The replicas, and the primary, whose host kept every file its executor wrote: freshest first.
+        candidates = [*located.holders, *([located.primary] if located.HasField("primary") else [])]
+        holders = sorted(
+            (h for h in candidates if h.node.node_id != self._settings.identity and h.version > 0),
+            key=lambda h: -h.version,
+        )
         if not holders:
             return "no peer holds files of it"
         why = []

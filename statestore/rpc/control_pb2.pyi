@@ -114,10 +114,12 @@ class OperationStatus(_message.Message):
     def __init__(self, operation_id: _Optional[int] = ..., kind: _Optional[str] = ..., strategy: _Optional[str] = ..., state: _Optional[str] = ..., moves: _Optional[_Iterable[_Union[HandOverStatus, _Mapping]]] = ..., batches: _Optional[int] = ..., batch: _Optional[int] = ..., error: _Optional[str] = ..., seconds: _Optional[float] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LocateReply(_message.Message):
-    __slots__ = ("holders",)
+    __slots__ = ("holders", "primary")
     HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_FIELD_NUMBER: _ClassVar[int]
     holders: _containers.RepeatedCompositeFieldContainer[Holder]
-    def __init__(self, holders: _Optional[_Iterable[_Union[Holder, _Mapping]]] = ...) -> None: ...
+    primary: Holder
+    def __init__(self, holders: _Optional[_Iterable[_Union[Holder, _Mapping]]] = ..., primary: _Optional[_Union[Holder, _Mapping]] = ...) -> None: ...
 
 class Holder(_message.Message):
     __slots__ = ("node", "version")

@@ -91,7 +91,7 @@ final class FileShipping {
           file.version(), fetchTimeoutMs));
       arrived = reply.status() == FrameCodec.STATUS_ACCEPTED && reply.message().startsWith("fetched ");
       LOG.info("statestore-fs: {} has no local copy of {}; its state node {}", file.storeId(), file.name(),
-          arrived ? reply.message() + " from a peer" : "fetched nothing from a peer: " + reply.message());
+          arrived ? reply.message() : "fetched nothing from a peer: " + reply.message());
     } catch (IOException | RuntimeException e) {
       LOG.info("statestore-fs: {} has no local copy of {}, and its state node did not fetch the partition's files "
           + "from a peer ({}); read from the checkpoint location", file.storeId(), file.name(), e.toString());
