@@ -226,3 +226,35 @@ def test_files_a_node_is_told_of_reach_the_replica_groups_host(tmp_path: Path) -
         wait_until(lambda: peer.entry(str(partition / "1.changelog"), "1.changelog") is None, 20,
                    f"the copy of the deleted 1.changelog to go from {replica}'s host")  # fmt: skip
         assert peer.entry(str(partition / "2.changelog"), "2.changelog") is not None
+
+
+def test_a_peer_sends_a_partitions_files_in_load_order_and_leaves_out_what_the_asker_holds(tmp_path: Path) -> None:
+    from statestore.node.file_replicas import FileReplicas
+    from statestore.node.settings import NodeSettings
+    from statestore.rpc import common_pb2, replication_pb2
+
+    partition = tmp_path / "ckpt" / "state" / "0" / "3"
+    files = {"SSTs/000008-5f0c.sst": b"sst8" * 900, "SSTs/000011-77aa.sst": b"sst11" * 700, "2.zip": b"zip" * 500,
+             "1.changelog": b"one" * 40, "2.changelog": b"two" * 41, "3.changelog": b"three" * 42}  # fmt: skip
+    copies = tmp_path / "b" / "statestore-replica-files"
+    for name, data in files.items():
+        keep_like_the_executor(copies, str(partition / name), name, data, modified_ms=1_700_000_000_000)
+    settings = NodeSettings(listen="127.0.0.1:0", data_dir=tmp_path / "b-data", node_id="b",
+                            replica_files_dir=copies)  # fmt: skip
+    replicas = FileReplicas(settings, lambda: None)
+    try:
+        store = common_pb2.StoreRef(store_id=STORE_ID, checkpoint_dir=str(partition))
+        request = replication_pb2.FilesRequest(store=store, from_version=2, held_ssts=["SSTs/000008-5f0c.sst"])
+        sent: list[tuple[str, bytes]] = []
+        for chunk in replicas.send_files(request):
+            if chunk.HasField("header"):
+                header = chunk.header
+                assert (header.size, header.crc32, header.modified_ms) == (
+                    len(files[header.name]), zlib.crc32(files[header.name]), 1_700_000_000_000)
+                sent.append((header.name, b""))
+            sent[-1] = (sent[-1][0], sent[-1][1] + chunk.data)
+    finally:
+        replicas.close()
+    # The SST the asker holds and the changelog older than the version it asked for are left out.
+    assert [name for name, _ in sent] == ["SSTs/000011-77aa.sst", "2.zip", "2.changelog", "3.changelog"]
+    assert all(data == files[name] for name, data in sent)

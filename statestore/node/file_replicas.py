@@ -443,7 +443,9 @@ class FileReplicas:
         """Stream `node`'s copies of the partition's files into this host's copies directory; returns how many
         files were written, and their bytes."""
         assert self.copies is not None
-        request = replication_pb2.FilesRequest(store=store, from_version=version)
+        held = [f.name for f in self._host_copies_by_partition().get(_path_part(store.checkpoint_dir), [])
+                if f.version == 0 and f.copy_path.exists()]  # fmt: skip
+        request = replication_pb2.FilesRequest(store=store, from_version=version, held_ssts=held)
         stub = replication_pb2_grpc.ReplicationStub(self._channel(node))
         files = size = 0
         for header, data in _files_of(stub.SendFiles(request, timeout=_left(deadline))):
@@ -466,19 +468,21 @@ class FileReplicas:
             return
         store = request.store
         key = partition_key(store)
-        directory = store.checkpoint_dir
-        directory = urlparse(directory).path if "://" in directory else directory
+        directory = _path_part(store.checkpoint_dir)
         names: dict[str, str] = {f.name: f.checkpoint_path for f in self._host_copies_by_partition().get(directory, [])}
         with self._lock:
             replica = self._replicas.get(key)
             primary = self._primaries.get(key)
             names.update(replica.names if replica else {})
             names.update({f.name: f.checkpoint_path for f in primary.files.values()} if primary else {})
+        held = set(request.held_ssts)
         wanted = []
         for name, path in names.items():
             version = state_file_version(name)
             entry = self.copies.entry(path, name)
             if version is None or entry is None or (version and version < request.from_version):
+                continue
+            if not version and name in held:
                 continue
             wanted.append(KeptFile(path, name, version, entry.size, entry.crc32, self.copies.copy_path(path, name),
                                    entry.modified_ms))  # fmt: skip
@@ -615,6 +619,11 @@ class FileReplicas:
 def _in_load_order(files: Iterable[KeptFile]) -> list[KeptFile]:
     """Files in the order a load wants them: SSTs and snapshots first, then changelogs by version."""
     return sorted(files, key=lambda f: (f.name.endswith(".changelog"), f.version, f.name))
+
+
+def _path_part(checkpoint_dir: str) -> str:
+    """The path part of a partition's checkpoint directory, as the host's copies directory indexes files."""
+    return urlparse(checkpoint_dir).path if "://" in checkpoint_dir else checkpoint_dir
 
 
 def _left(deadline: float) -> float:

@@ -172,12 +172,14 @@ class FileCopyChunk(_message.Message):
     def __init__(self, header: _Optional[_Union[FileCopyHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class FilesRequest(_message.Message):
-    __slots__ = ("store", "from_version")
+    __slots__ = ("store", "from_version", "held_ssts")
     STORE_FIELD_NUMBER: _ClassVar[int]
     FROM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    HELD_SSTS_FIELD_NUMBER: _ClassVar[int]
     store: _common_pb2.StoreRef
     from_version: int
-    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., from_version: _Optional[int] = ...) -> None: ...
+    held_ssts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., from_version: _Optional[int] = ..., held_ssts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FileCopyKept(_message.Message):
     __slots__ = ("kept", "detail")
