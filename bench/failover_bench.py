@@ -36,9 +36,11 @@ import argparse
 import datetime
 import json
 import os
+import pickle
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -549,8 +551,40 @@ def write_png(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def run_isolated(provider: str, size_bytes: int, work: Path, load_keys: int, settle: float, kills: int) -> Run:
+    """`run_one` in a driver process of its own: a second application in the driver JVM of a first, after it killed
+    executors, failed at its start here (`Store broadcast broadcast_0 fail` in the driver, then the query died), and
+    each provider's figures must not depend on the other having run first."""
+    job = work / f"{provider}-{size_bytes}.job.json"
+    result = job.with_suffix(".pkl")
+    result.unlink(missing_ok=True)
+    job.write_text(json.dumps({
+        "partitions": PARTITIONS, "extra_conf": EXTRA_CONF,
+        "remote": str(REMOTE_CHECKPOINTS) if REMOTE_CHECKPOINTS is not None else None,
+        "run": [provider, size_bytes, str(work), load_keys, settle, kills], "result": str(result),
+    }))  # fmt: skip
+    subprocess.run([sys.executable, str(Path(__file__).resolve()), "--isolated-run", str(job)], check=True)
+    return pickle.loads(result.read_bytes())  # written by this script's own `_isolated_run`, just now
+
+
+def _isolated_run(job_file: Path) -> int:
+    """The child side of `run_isolated`."""
+    global PARTITIONS, REMOTE_CHECKPOINTS
+    job = json.loads(job_file.read_text())
+    PARTITIONS = job["partitions"]
+    EXTRA_CONF.update(job["extra_conf"])
+    REMOTE_CHECKPOINTS = Path(job["remote"]) if job["remote"] else None
+    provider, size_bytes, work, load_keys, settle, kills = job["run"]
+    run = run_one(provider, size_bytes, Path(work), load_keys, settle, kills)
+    Path(job["result"]).write_bytes(pickle.dumps(run))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     global PARTITIONS
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--isolated-run"]:
+        return _isolated_run(Path(argv[1]))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="0.25 GB and 1 GB of state (the full run adds 4 GB)")
     parser.add_argument("--out", required=True, type=Path, help="the JSON to write (a PNG is written beside it)")
@@ -579,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         for provider in PROVIDERS:
             log(f"=== {provider} at {size / GB:.2f} GB of state")
-            runs[(provider, size)] = run_one(provider, size, work, LOAD_KEYS_PER_BATCH, args.settle, args.kills)
+            runs[(provider, size)] = run_isolated(provider, size, work, LOAD_KEYS_PER_BATCH, args.settle, args.kills)
     write_outputs(report(runs, sizes, args.quick), args.out, write_png, print_table)
     return 0
 
