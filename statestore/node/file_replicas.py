@@ -33,9 +33,10 @@ import grpc
 from statestore import auth
 from statestore.logs import log_event
 from statestore.node.host_copies import INDEX_SUFFIX, FileCopyError, HostCopies, index_entry, state_file_version
+from statestore.node.locate import locate
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
 from statestore.partition_key import partition_key
-from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc, replication_pb2, replication_pb2_grpc
+from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication_pb2_grpc
 
 _log = logging.getLogger("statestore.node.file_replicas")
 _CHUNK_BYTES = 1 << 20
@@ -406,13 +407,9 @@ class FileReplicas:
     def _fetch_from_peers(self, store: common_pb2.StoreRef, version: int, deadline: float) -> str:
         if self.copies is None:
             return f"{self._settings.identity} keeps no file copies (its replica files dir is unset)"
-        if not self._settings.controller:
-            return "no controller to locate a peer holding its files"
-        try:
-            with auth.channel(self._settings.controller) as channel:
-                located = control_pb2_grpc.ControlStub(channel).Locate(store, timeout=_left(deadline))
-        except grpc.RpcError as exc:
-            return f"the controller did not locate a peer holding its files: {exc.code().name}"
+        located = locate(self._settings, store, deadline)
+        if isinstance(located, str):
+            return located
         # The replicas, and the primary, whose host kept every file its executor wrote: freshest first.
         candidates = [*located.holders, *([located.primary] if located.HasField("primary") else [])]
         holders = sorted(

@@ -38,9 +38,10 @@ from statestore.node.local_channel import (
     Materialize,
     Materialized,
 )
+from statestore.node.locate import locate
 from statestore.node.replica import ReplicaSet
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
-from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc, replication_pb2, replication_pb2_grpc
+from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication_pb2_grpc
 from statestore.store import VersionedStore
 
 _log = logging.getLogger("statestore.node.materialize")
@@ -114,13 +115,9 @@ class Materializer:
 
     def _holders(self, store: common_pb2.StoreRef, version: int, deadline: float) -> list[control_pb2.Holder] | str:
         """The live peers holding a replica at `version` or below, freshest first (the controller knows)."""
-        if not self._settings.controller:
-            return "no controller to locate a peer"
-        try:
-            with auth.channel(self._settings.controller) as channel:
-                reply = control_pb2_grpc.ControlStub(channel).Locate(store, timeout=_left(deadline))
-        except grpc.RpcError as exc:
-            return f"the controller did not locate a peer: {exc.code().name}"
+        reply = locate(self._settings, store, deadline)
+        if isinstance(reply, str):
+            return reply
         # At `version` or below, freshest first; then one version past it (its undo record takes it back, for a
         # batch Spark re-runs), before an older copy that would leave more increments to replay.
         usable = [
