@@ -42,8 +42,14 @@ _log = logging.getLogger("statestore.node.shipper")
 # bound).
 _LAG_STAT_LIMIT = 1024
 # Times a shipment answered ACK_FAILED is sent again (a heartbeat interval apart) before the replica is left
-# to pull it.
+# to pull it; the partition's newest shipment goes on being sent, _SLOW_RETRY_HEARTBEATS heartbeat intervals apart:
+# a replica learns of a gap only from a later increment, and an idle partition ships none. (Seen: a node demoted
+# from a partition refuses it until Spark's maintenance closes the store there, a minute or more, then adopts that
+# store one version behind; with the newest shipment dropped it stayed behind until the partition's next commit.)
 _FAILED_RETRIES = 20
+_SLOW_RETRY_HEARTBEATS = 10
+# Of the slow retries, every this many is logged (with the first one).
+_SLOW_RETRIES_LOGGED_EVERY = 12
 # Acks that confirm a replica handled a shipment flagged `rewrites_history`.
 _HANDLED = (replication_pb2.ACK_APPLIED, replication_pb2.ACK_DUPLICATE, replication_pb2.ACK_BUFFERED)
 
@@ -203,7 +209,7 @@ class ReplicaLink:
                     if self._nudges and not self._unacked:
                         self._send_nudges()
                         break
-                    self._cond.wait(0.5)
+                    self._cond.wait(self._until_next_retry())
                     self._requeue_due_retries()
                 if generation != self._generation:
                     return
@@ -229,6 +235,12 @@ class ReplicaLink:
             self._in_flight_bytes += len(shipment.data)
         self._nudges.clear()
 
+    def _until_next_retry(self) -> float:
+        """Seconds until the earliest failed shipment is due again, at most 0.5 (lock held)."""
+        if not self._retry:
+            return 0.5
+        return min(0.5, max(0.0, min(r[0] for r in self._retry) - time.monotonic()))
+
     def _requeue_due_retries(self) -> None:
         """Move the failed shipments that are due back to the front of the queue (lock held)."""
         now = time.monotonic()
@@ -248,10 +260,14 @@ class ReplicaLink:
             held = ack.held.version
             sent = self._answered(key, ack.version)
             failed = self._unacked.pop((key, ack.version), None) if ack.status == replication_pb2.ACK_FAILED else None
+            attempt = 0
             if failed is not None:
                 attempt = self._attempts.pop((key, ack.version), 0) + 1
                 if attempt <= _FAILED_RETRIES:
                     self._retry.append((time.monotonic() + self._settings.heartbeat_interval, attempt, failed))
+                elif self._is_newest(failed):
+                    wait = _SLOW_RETRY_HEARTBEATS * self._settings.heartbeat_interval
+                    self._retry.append((time.monotonic() + wait, attempt, failed))
                 else:
                     self._in_flight_bytes -= len(failed.data)
             if sent is None or not sent.stale:
@@ -262,6 +278,9 @@ class ReplicaLink:
                 if sent is not None and sent.flagged and ack.status in _HANDLED:
                     self._rewrites.pop(key, None)
             self._cond.notify_all()
+        slow = attempt - _FAILED_RETRIES - 1  # 0 for the first slow retry
+        if slow > 0 and slow % _SLOW_RETRIES_LOGGED_EVERY:
+            return
         if ack.status in (replication_pb2.ACK_REJECTED_CORRUPT, replication_pb2.ACK_FAILED):
             log_event(
                 _log,
@@ -274,6 +293,16 @@ class ReplicaLink:
                 held=held,
                 detail=ack.detail,
             )
+
+    def _is_newest(self, shipment: _Shipment) -> bool:
+        """Whether no later increment of the shipment's partition is queued, in flight or due again (lock held)."""
+        key, version = shipment.key, shipment.version
+        later = (
+            any(s.key == key and s.version > version for s in self._pending)
+            or any(k == key and v > version for k, v in self._unacked)
+            or any(r[2].key == key and r[2].version > version for r in self._retry)
+        )
+        return not later
 
     def _answered(self, key: str, version: int) -> _Sent | None:
         """The request an ack of `version` of partition `key` answers, taken off the stream's list (call with the
