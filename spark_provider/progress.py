@@ -22,7 +22,10 @@ def files_processed(query: Any) -> int:
     if isinstance(end, str):
         # The offset's JSON, except on Spark 4.0, whose progress gives a Python dict's repr ("{'logOffset': 3}").
         found = re.search(r"logOffset['\"]?\s*:\s*(\d+)", end)
-        return int(found.group(1)) + 1 if found else int(json.loads(end)["logOffset"]) + 1
+        if found:
+            return int(found.group(1)) + 1
+        parsed = json.loads(end)  # "null" before the source's first file (seen at a benchmark's start)
+        return int(parsed["logOffset"]) + 1 if isinstance(parsed, dict) else 0
     return int(end["logOffset"]) + 1
 
 
