@@ -145,10 +145,8 @@ SETTING_ROWS: tuple[tuple[str, str, str | None, str, Kind], ...] = (
      Integer(0, 65535)),
     ('rereplication_delay_seconds', 'spark.sql.streaming.stateStore.statestore.rereplicationDelaySeconds', '10',
      'For the controller we start: after an executor is lost, new replicas for its roles wait this long, '
-     'and then while the batch resuming its partitions runs (a partition loaded since the loss and not '
-     "committed yet), at most 6 times this long, so that the copies do not slow that batch and Spark's "
-     'replacement executor can take some of them (the failed-over partitions run with one replica fewer '
-     'meanwhile).',
+     "so that the copies do not slow the batch resuming its partitions and Spark's replacement executor "
+     'can take some of them (the failed-over partitions run with one replica fewer meanwhile).',
      Number(0, inclusive=True)),
 )
 # fmt: on

@@ -20,20 +20,18 @@ from test_node_harness import (
 )
 
 from statestore.cluster.membership import Membership
-from statestore.controller.replica_groups import REREPLICATION_WAIT_FACTOR, ReplicaGroups
+from statestore.controller.replica_groups import ReplicaGroups
 from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, control_pb2
 
 STORE = "1/0/default"
 
 
-def _beat(membership: Membership, node: str, primaries: list[str], rack: str = "", version: int = 1) -> None:
+def _beat(membership: Membership, node: str, primaries: list[str], rack: str = "") -> None:
     membership.heartbeat(
         control_pb2.HeartbeatRequest(
             node=control_pb2.NodeRef(node_id=node, address=f"{node}:1", rack=rack),
-            primaries=[
-                control_pb2.PrimaryReport(store=common_pb2.StoreRef(store_id=p), version=version) for p in primaries
-            ],
+            primaries=[control_pb2.PrimaryReport(store=common_pb2.StoreRef(store_id=p), version=1) for p in primaries],
         )
     )
 
@@ -94,7 +92,7 @@ def test_rereplication_waits_after_a_loss_then_places_on_the_node_that_joined_me
     for node in ["a", "b", "d"]:
         _beat(membership, node, [p for p, n in primaries.items() if n == node])
     assert _groups(chooser, primaries) == held and chooser.replans == 1
-    clock.now = 15.5  # the wait is over (c held replicas only): the re-plan fills the empty roles, on d (the emptiest)
+    clock.now = 15.5  # the wait is over: the re-plan fills the empty roles, on d (the emptiest node)
     for node in ["a", "b", "d"]:
         _beat(membership, node, [p for p, n in primaries.items() if n == node])
     after = _groups(chooser, primaries)
@@ -103,65 +101,6 @@ def test_rereplication_waits_after_a_loss_then_places_on_the_node_that_joined_me
         assert len(after[p]) == 1 and "c" not in after[p]
         if not held[p]:
             assert after[p] == ["d"], (p, after[p])
-
-
-def _lose_c_with_p2(version_of_p2: int | None) -> tuple[FakeClock, Membership, ReplicaGroups, dict[str, str]]:
-    """a, b and c each primary of one partition, q=1, a 10 s delay; at t=5 c is dead and its p2 is either loaded on
-    its replica's node at `version_of_p2` (its batch resumed it) or claimed by nobody (None: no batch runs)."""
-    clock = FakeClock()
-    membership = Membership(dead_after=3.0, clock=clock)
-    primaries = {"p0": "a", "p1": "b", "p2": "c"}
-    for node in ["a", "b", "c"]:
-        _beat(membership, node, [p for p, n in primaries.items() if n == node])
-    chooser = ReplicaGroups(membership, q=1, rereplication_delay=10.0)
-    survivor = _groups(chooser, primaries)["p2"][0]
-    clock.now = 5.0
-    moved = {**primaries, "p2": survivor} if version_of_p2 is not None else {"p0": "a", "p1": "b"}
-    _beat_at(membership, moved, {"p2": version_of_p2 or 1})
-    assert "then for the batch resuming its partitions" in chooser.current().note
-    return clock, membership, chooser, moved
-
-
-def _beat_at(membership: Membership, primaries: dict[str, str], versions: dict[str, int]) -> None:
-    for node in ["a", "b"]:
-        own = [p for p, n in primaries.items() if n == node]
-        membership.heartbeat(
-            control_pb2.HeartbeatRequest(
-                node=control_pb2.NodeRef(node_id=node, address=f"{node}:1"),
-                primaries=[
-                    control_pb2.PrimaryReport(store=common_pb2.StoreRef(store_id=p), version=versions.get(p, 1))
-                    for p in own
-                ],
-            )
-        )
-
-
-def test_rereplication_waits_past_its_delay_while_the_batch_resuming_a_failed_over_partition_runs() -> None:
-    clock, membership, chooser, moved = _lose_c_with_p2(version_of_p2=1)
-    clock.now = 20.0  # past the delay; p2 loaded on its replica's node, not committed yet: its batch runs
-    _beat_at(membership, moved, {"p0": 2, "p1": 2, "p2": 1})
-    assert chooser.current().lost == frozenset({"c"}) and chooser.replans == 1
-    clock.now = 21.0  # p2 committed version 2: the batch is done, the re-plan places its new replica
-    _beat_at(membership, moved, {"p0": 2, "p1": 2, "p2": 2})
-    assert chooser.current().note == "" and chooser.replans == 2
-    assert all(len(g) == 1 and "c" not in g for g in _groups(chooser, moved).values())
-
-
-def test_rereplication_of_an_idle_query_waits_its_delay_only() -> None:
-    clock, membership, chooser, moved = _lose_c_with_p2(version_of_p2=None)
-    clock.now = 15.5  # no node loaded p2 (no batch runs): the delay is all the wait
-    _beat_at(membership, moved, {})
-    assert chooser.current().note == "" and chooser.replans == 2
-
-
-def test_rereplication_waits_for_a_resumed_batch_at_most_its_bound() -> None:
-    clock, membership, chooser, moved = _lose_c_with_p2(version_of_p2=1)
-    clock.now = 5.0 + 10.0 * REREPLICATION_WAIT_FACTOR - 0.5  # p2 loaded, never committed: held until the bound
-    _beat_at(membership, moved, {})
-    assert chooser.current().lost == frozenset({"c"}) and chooser.replans == 1
-    clock.now = 5.0 + 10.0 * REREPLICATION_WAIT_FACTOR + 0.5
-    _beat_at(membership, moved, {})
-    assert chooser.current().note == "" and chooser.replans == 2
 
 
 def test_placement_degrades_with_too_few_nodes_and_q_zero() -> None:

@@ -14,17 +14,13 @@ those groups alone, the other groups' roles counted as load on their nodes. A no
 replicas per partition, or a repair that finds no room re-plans every group, passing the plan in force as
 `current`, so that only what must move moves and anything else only if it pays for its migration.
 
-Re-replication waits: for `rereplication_delay` seconds after a node is lost, and then while a task partition
-that was primary there has been loaded by a live node but not committed since (the batch that resumes it runs),
-at most `REREPLICATION_WAIT_FACTOR` times the delay, the plan in force stands with the dead node's roles
-left empty (the failed-over partitions run on their promoted replicas, each with one copy fewer) and no new
-replica is placed. Two reasons, both seen on a cluster losing an executor: the copies a re-plan starts compete
-for CPU and disk with the very batch that resumes the failed-over partitions, and Spark's replacement executor
-registers a few seconds after the loss, so a plan made at once leaves it empty, every new replica lands on the
-survivors, which then hold every primary after the next failover. HDFS waits the same way before
-re-replicating a lost datanode's blocks. Why the wait follows the batch and not only the clock: at 200
-partitions the post-kill batch took 15 to 20 s on two cores, and copies starting at 10 s lengthened it (median
-post-kill batch 18.3 s against 15.1 s with the copies after it, three kills each, `docs/performance.md`).
+Re-replication waits: for `rereplication_delay` seconds after a node is lost, the plan in force stands
+with the dead node's roles left empty (the failed-over partitions run on their promoted replicas, each
+with one copy fewer) and no new replica is placed. Two reasons, both seen on a cluster losing an executor:
+the copies a re-plan starts compete for CPU and disk with the very batch that resumes the failed-over
+partitions, and Spark's replacement executor registers a few seconds after the loss, so a plan made at
+once leaves it empty, every new replica lands on the survivors, which then hold every primary after the
+next failover. HDFS waits the same way before re-replicating a lost datanode's blocks.
 
 Operator commands (`handover.migration`) steer the plan three ways: `adopt` makes a target placement the plan
 in force (later re-plans start from it); `hold` fixes a task partition's group while its hand-over runs (the
@@ -59,8 +55,6 @@ from statestore.logs import log_event
 from statestore.partition_key import task_partition_key, task_partition_key_of
 
 _log = logging.getLogger("statestore.controller.placement")
-# Re-replication waits past its delay for the resumed batch's commits, at most this many times the delay.
-REREPLICATION_WAIT_FACTOR = 6.0
 # Entries of the group change log kept at least (a reader further behind is answered "every task partition").
 _GROUP_LOG_KEEP = 1 << 16
 
@@ -124,9 +118,6 @@ class ReplicaGroups:
         self._plan = _EMPTY
         self._held: PlanInForce | None = None  # the plan in force less its dead nodes, while re-replication waits
         self._loss_seen_at: float | None = None
-        # Task partitions that were primary on a node lost, and their newest version when the loss was seen:
-        # re-replication waits while one that a live node loaded has not committed a newer one (module docstring).
-        self._resumed_from: dict[str, int | None] = {}  # None: committed since
         self._holds: dict[str, tuple[str, ...]] = {}  # task partition -> nodes in force while its move runs
         self._draining: set[str] = set()
         self._checked: tuple = ()  # (membership changes, draining, q) the answer in force was last checked at
@@ -348,10 +339,9 @@ class ReplicaGroups:
         with self._lock:
             plan = self._plan
             lost = set(plan.tasks_by_node) - alive  # a draining node is not lost
-            if lost and self._waits_for_rereplication(plan, lost):
+            if lost and self._waits_for_rereplication():
                 return self._without(lost)
             self._loss_seen_at = None
-            self._resumed_from = {}
             self._held = None
         q = min(self._q, len(live) - 1)
         started = time.perf_counter()
@@ -374,55 +364,21 @@ class ReplicaGroups:
             self._plan = made
         return made
 
-    def _waits_for_rereplication(self, plan: PlanInForce, lost: set[str]) -> bool:
-        """Whether re-replication after the loss of `lost` still waits (module docstring)."""
+    def _waits_for_rereplication(self) -> bool:
+        """Whether a loss is recent enough that re-replication still waits (see the module docstring)."""
         if self._delay <= 0:
             return False
         now = self._membership.now()
         if self._loss_seen_at is None:
             self._loss_seen_at = now
-            log_event(_log, "rereplication_waits", seconds=self._delay,
-                      at_most=self._delay * REREPLICATION_WAIT_FACTOR)  # fmt: skip
-        for node in lost:
-            for task in plan.tasks_by_node.get(node, ()):
-                group = plan.placement.get(task) if plan.placement is not None else None
-                if group is not None and group.primary == node and task not in self._resumed_from:
-                    self._resumed_from[task] = self._task_version(task, lost)[0]
-        waited = now - self._loss_seen_at
-        if waited < self._delay:
-            return True
-        if waited >= self._delay * REREPLICATION_WAIT_FACTOR:
-            return False
-        for task, version in self._resumed_from.items():
-            if version is None:
-                continue
-            now_at, running = self._task_version(task, lost)
-            if running and now_at <= version:
-                return True  # a live node loaded it since the loss and has not committed it yet: its batch runs
-            if now_at > version:
-                self._resumed_from[task] = None  # resumed: not looked up again
-        log_event(_log, "rereplication_resumed", waited_seconds=round(waited, 1), partitions=len(self._resumed_from))
-        return False
-
-    def _task_version(self, task: str, lost: set[str]) -> tuple[int, bool]:
-        """The newest version the stores of task partition `task` report (-1 without any), and whether a live node
-        other than the `lost` ones claims it (a failed-over partition no node loaded yet belongs to no batch that
-        runs: an idle query does not hold re-replication up)."""
-        version, running = -1, False
-        for record in self._membership.stores_of_task(task):
-            version = max(version, record.report.version)
-            node = self._membership.node(record.primary) if record.primary not in lost else None
-            running = running or (node is not None and self._membership.is_alive(node))
-        return version, running
+            log_event(_log, "rereplication_waits", seconds=self._delay)
+        return now - self._loss_seen_at < self._delay
 
     def _without(self, lost: set[str]) -> PlanInForce:
         """The plan in force with the `lost` nodes' roles left empty (cached while the same nodes are lost)."""
         if self._held is not None and self._held.lost == lost and self._held.placement is self._plan.placement:
             return self._held
-        note = (
-            f"re-replication after the loss of {', '.join(sorted(lost))} waits {self._delay:g}s, then for the batch "
-            f"resuming its partitions to commit (at most {self._delay * REREPLICATION_WAIT_FACTOR:g}s)"
-        )
+        note = f"re-replication after the loss of {', '.join(sorted(lost))} waits {self._delay:g}s"
         self._held = replace(self._plan, note=note, lost=frozenset(lost))
         return self._held
 
