@@ -10,6 +10,7 @@ from placement.build import build_problem
 from placement.changes import Change, apply_change
 from placement.costs import CostBreakdown, CostModel
 from placement.demand import PartitionDemand
+from placement.failover_spread import spread_failover
 from placement.groups import Placement
 from placement.handover import HandoverPlan, Strategy, plan_handover
 from placement.moves import Move, diff_moves
@@ -66,6 +67,7 @@ def plan_replica_groups(
         topology, demands, replicas, cost_model or CostModel(), current, pinned_primaries
     )
     X, _ = solve_problem(problem, settings or SolverSettings())
+    X = spread_failover(problem, X)  # equal cost, and a node's loss leaves the survivors even
     placement = problem.placement(X)
     moves = tuple(diff_moves(current, placement, demands, topology)) if current is not None else ()
     return PlacementPlan(
