@@ -18,9 +18,11 @@ replica each; with more, an upper bound). The sum falls as each loss's survivors
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 import numpy as np
 
+from placement.groups import ReplicaGroup
 from placement.problem import Problem
 
 # Rounds of the pass (each tries one swap per primary node) and pairs of partitions tried per swap: it is a polish,
@@ -35,21 +37,32 @@ _MOST_NODES = 16
 _ROTATION_NODES = 8
 
 
-def spread_failover(problem: Problem, X: np.ndarray) -> np.ndarray:
+def spread_failover(problem: Problem, X: np.ndarray, around: Iterable[ReplicaGroup] = ()) -> np.ndarray:
     """`X` with replica nodes swapped between partitions as the module docstring says (a new array). Only
-    partitions without a current group take part: moving an existing replica costs its state in migration."""
+    partitions without a current group take part: moving an existing replica costs its state in migration.
+    `around`: groups placed already that this problem leaves as they are (a repair's other groups), counted in
+    the primaries and replicas each node's loss moves."""
     if problem.replicas == 0 or problem.partitions < 2 or not 3 <= problem.nodes <= _MOST_NODES:
         return X
     X = X.copy()
     z = problem.nodes
     spread = [[0] * z for _ in range(z)]  # Python ints: the pass does many small reads
+    primaries = np.bincount(X[:, 0], minlength=z).tolist()
+    index = {node: n for n, node in enumerate(problem.node_ids)}
+    for group in around:
+        primary = index.get(group.primary)
+        if primary is None:
+            continue
+        primaries[primary] += 1
+        for replica in group.replicas:
+            if replica in index:
+                spread[primary][index[replica]] += 1
     holders: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)  # (p, r) -> [(partition, rank)]
     for i, row in enumerate(X.tolist()):
         for rank in range(1, len(row)):
             spread[row[0]][row[rank]] += 1
             if not problem.known[i]:
                 holders[(row[0], row[rank])].append((i, rank))
-    primaries = np.bincount(X[:, 0], minlength=z).tolist()
     for _ in range(_ROUNDS):
         swapped = False
         for p in range(z):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from placement.bounds import lower_bound
@@ -11,7 +11,7 @@ from placement.changes import Change, apply_change
 from placement.costs import CostBreakdown, CostModel
 from placement.demand import PartitionDemand
 from placement.failover_spread import spread_failover
-from placement.groups import Placement
+from placement.groups import Placement, ReplicaGroup
 from placement.handover import HandoverPlan, Strategy, plan_handover
 from placement.moves import Move, diff_moves
 from placement.solver import SolverSettings, solve_problem
@@ -50,6 +50,7 @@ def plan_replica_groups(
     strategy: Strategy | str = Strategy.BATCHED,
     settings: SolverSettings | None = None,
     pinned_primaries: Mapping[str, str] | None = None,
+    around: Iterable[ReplicaGroup] = (),
 ) -> PlacementPlan:
     """Choose replica groups for `demands` on `topology`, or refresh `current` after a change.
 
@@ -62,12 +63,15 @@ def plan_replica_groups(
     task where it likes): those stay on their node, and only the replicas (and unpinned primaries) are
     chosen. A current replica on its partition's pinned node becomes that primary. Pins on nodes absent,
     draining or with too little room raise `InfeasiblePlacement`.
+
+    `around`: groups of other partitions that stay as they are (a repair re-places some groups only); where each
+    node's loss would send its partitions counts them too (`placement.failover_spread`).
     """
     problem = build_problem(
         topology, demands, replicas, cost_model or CostModel(), current, pinned_primaries
     )
     X, _ = solve_problem(problem, settings or SolverSettings())
-    X = spread_failover(problem, X)  # equal cost, and a node's loss leaves the survivors even
+    X = spread_failover(problem, X, around)  # equal cost, and a node's loss leaves the survivors even
     placement = problem.placement(X)
     moves = tuple(diff_moves(current, placement, demands, topology)) if current is not None else ()
     return PlacementPlan(

@@ -115,3 +115,31 @@ def test_the_pass_never_raises_the_cost_breaks_a_constraint_or_moves_a_primary(
     assert _objective(spread, problem.nodes) <= _objective(solved, problem.nodes)
     known = problem.known.astype(bool)
     assert (spread[known] == solved[known]).all()
+
+
+def _failover_squares(placement: Placement) -> int:
+    """The pass's objective over a whole placement: each node's loss, each survivor's tasks after it, squared."""
+    nodes = {g.primary for g in placement.values()} | {r for g in placement.values() for r in g.replicas}
+    return sum(n**2 for dead in nodes for node, n in _after_loss(placement, dead).items() if node != dead)
+
+
+def test_a_repair_counts_the_groups_it_leaves_as_they_are() -> None:
+    """The controller re-places only the groups a change touched (partitions appear over several heartbeats):
+    the spread counts the groups placed before (`around`), which evens the whole placement out further than
+    spreading the new groups alone."""
+    counts = {"e0": 40, "e1": 90, "e2": 40, "e3": 30}
+    pins = {}
+    for node, count in counts.items():
+        for _ in range(count):
+            pins[f"0/{len(pins)}/default"] = node
+    topology = Topology(tuple(Node(n, f"node:{n}", capacity=140) for n in counts))
+    demands = sorted((PartitionDemand(p, 1_250_000, 20_000) for p in pins), key=lambda d: pins[d.id] == "e1")
+    first, rest = demands[:60], demands[60:]  # the busiest executor's partitions come last
+    early = plan_replica_groups(topology, first, 1, pinned_primaries={d.id: pins[d.id] for d in first})
+
+    def whole(around: list[ReplicaGroup]) -> Placement:
+        later = plan_replica_groups(topology, rest, 1, pinned_primaries={d.id: pins[d.id] for d in rest}, around=around)
+        return Placement({**dict(early.placement.items()), **dict(later.placement.items())})
+
+    counted, alone = whole(list(early.placement.values())), whole([])
+    assert _failover_squares(counted) < _failover_squares(alone)

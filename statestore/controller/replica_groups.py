@@ -476,6 +476,7 @@ class ReplicaGroups:
                 q,
                 current=Placement({task: current[task] for task in touched if task in current}),
                 pinned_primaries={task: pins[task] for task in touched if task in pins},
+                around=placed.values(),
             )
             placed.update(plan.placement.items())
         log_event(
