@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,154 +45,125 @@ def spread_failover(problem: Problem, X: np.ndarray, around: Iterable[ReplicaGro
     the primaries and replicas each node's loss moves."""
     if problem.replicas == 0 or problem.partitions < 2 or not 3 <= problem.nodes <= _MOST_NODES:
         return X
-    X = X.copy()
+    state = _Spread.of(problem, X.copy(), around)
     z = problem.nodes
-    spread = [[0] * z for _ in range(z)]  # Python ints: the pass does many small reads
-    primaries = np.bincount(X[:, 0], minlength=z).tolist()
-    index = {node: n for n, node in enumerate(problem.node_ids)}
-    for group in around:
-        primary = index.get(group.primary)
-        if primary is None:
-            continue
-        primaries[primary] += 1
-        for replica in group.replicas:
-            if replica in index:
-                spread[primary][index[replica]] += 1
-    holders: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)  # (p, r) -> [(partition, rank)]
-    for i, row in enumerate(X.tolist()):
-        for rank in range(1, len(row)):
-            spread[row[0]][row[rank]] += 1
-            if not problem.known[i]:
-                holders[(row[0], row[rank])].append((i, rank))
     for _ in range(_ROUNDS):
         swapped = False
         for p in range(z):
-            after_loss = [primaries[r] + spread[p][r] for r in range(z)]
-            movable = [r for r in range(z) if r != p and holders.get((p, r))]
+            after_loss = [state.primaries[r] + state.spread[p][r] for r in range(z)]
+            movable = [r for r in range(z) if r != p and state.holders.get((p, r))]
             if not movable:
                 continue
             a = max(movable, key=lambda r: after_loss[r])
             b = min((r for r in range(z) if r != p), key=lambda r: after_loss[r])
-            if after_loss[a] - after_loss[b] < 2:
-                continue
-            if _swap_one(problem, X, spread, primaries, holders, p, a, b) or (
-                problem.nodes <= _ROTATION_NODES and _rotate_one(problem, X, spread, primaries, holders, p, a, b)
-            ):
+            if after_loss[a] - after_loss[b] >= 2 and state.even_out(p, a, b):
                 swapped = True
         if not swapped:
             break
-    return X
+    return state.X
 
 
-def _swap_one(
-    problem: Problem,
-    X: np.ndarray,
-    spread: list[list[int]],
-    primaries: list[int],
-    holders: dict[tuple[int, int], list[tuple[int, int]]],
-    p: int,
-    a: int,
-    b: int,
-) -> bool:
-    """Move one replica of a partition with its primary on `p` from node `a` to node `b`, and one replica of a
-    partition with another primary q from `b` to `a`, if some such pair lowers the spread and no cost; returns
-    whether it did."""
-    for q in range(problem.nodes):
-        if q in (p, a, b) or not holders.get((q, b)):
-            continue
-        if _squares_change(spread, primaries, ((p, a, b), (q, b, a))) >= 0:
-            continue
-        for i, rank_i in holders[(p, a)][:_PAIRS_TRIED]:
-            for j, rank_j in holders[(q, b)][:_PAIRS_TRIED]:
-                if not (_allowed(problem, X, i, rank_i, b) and _allowed(problem, X, j, rank_j, a)):
-                    continue
-                if _cost_change(problem, X, i, a, b) + _cost_change(problem, X, j, b, a) > 0:
-                    continue
-                X[i, rank_i], X[j, rank_j] = b, a
-                holders[(p, a)].remove((i, rank_i))
-                holders[(p, b)].append((i, rank_i))
-                holders[(q, b)].remove((j, rank_j))
-                holders[(q, a)].append((j, rank_j))
-                spread[p][a] -= 1
-                spread[p][b] += 1
-                spread[q][b] -= 1
-                spread[q][a] += 1
-                return True
-    return False
+Move = tuple[int, int, int]  # (primary node, replica node it leaves, replica node it goes to)
 
 
-def _rotate_one(
-    problem: Problem,
-    X: np.ndarray,
-    spread: list[list[int]],
-    primaries: list[int],
-    holders: dict[tuple[int, int], list[tuple[int, int]]],
-    p: int,
-    a: int,
-    b: int,
-) -> bool:
-    """Move a replica of a partition with its primary on `p` from `a` to `b`, one of another primary c from `b` to
-    some node x, and one of a primary d from x to `a` (every node keeps its count), if that lowers the spread and
-    no cost; returns whether it did."""
-    z = problem.nodes
-    for c in range(z):
-        if c in (p, b) or not holders.get((c, b)):
-            continue
-        for x in range(z):
-            if x in (a, b, c):
+@dataclass
+class _Spread:
+    """The assignment being evened out, with F (`spread[p][r]`), the primaries per node, and per (p, r) the
+    movable copies: (partition, rank) of new groups with their primary on p and that copy on r."""
+
+    problem: Problem
+    X: np.ndarray
+    spread: list[list[int]]  # Python ints: the pass does many small reads
+    primaries: list[int]
+    holders: dict[tuple[int, int], list[tuple[int, int]]]
+
+    @classmethod
+    def of(cls, problem: Problem, X: np.ndarray, around: Iterable[ReplicaGroup]) -> _Spread:
+        z = problem.nodes
+        spread = [[0] * z for _ in range(z)]
+        primaries = np.bincount(X[:, 0], minlength=z).tolist()
+        index = {node: n for n, node in enumerate(problem.node_ids)}
+        for group in around:
+            primary = index.get(group.primary)
+            if primary is None:
                 continue
-            for d in range(z):
-                if d in (a, x) or not holders.get((d, x)):
-                    continue
-                moves = ((p, a, b), (c, b, x), (d, x, a))
-                if _squares_change(spread, primaries, moves) >= 0:
-                    continue
-                picks = _pick(problem, X, holders, moves)
-                if picks is None:
-                    continue
-                for (primary, old, new), (i, rank) in zip(moves, picks, strict=True):
-                    X[i, rank] = new
-                    holders[(primary, old)].remove((i, rank))
-                    holders[(primary, new)].append((i, rank))
-                    spread[primary][old] -= 1
-                    spread[primary][new] += 1
+            primaries[primary] += 1
+            for replica in group.replicas:
+                if replica in index:
+                    spread[primary][index[replica]] += 1
+        holders: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+        for i, row in enumerate(X.tolist()):
+            for rank in range(1, len(row)):
+                spread[row[0]][row[rank]] += 1
+                if not problem.known[i]:
+                    holders[(row[0], row[rank])].append((i, rank))
+        return cls(problem, X, spread, primaries, holders)
+
+    def even_out(self, p: int, a: int, b: int) -> bool:
+        """Move a replica of a partition with its primary on `p` from node `a` to node `b`, with one replica of
+        another primary q moving from `b` to `a` (an exchange) or, on up to `_ROTATION_NODES` nodes, one of a
+        primary c from `b` to a node x and one of a primary d from x to `a` (a rotation: on three nodes no
+        exchange can help, every other partition with a replica on `b` having its primary on `a` or `p`). Every
+        node keeps its count. Returns whether some such cycle lowered the spread at no cost."""
+        z = self.problem.nodes
+        for q in range(z):
+            if q not in (p, a, b) and self.holders.get((q, b)) and self._cycle(((p, a, b), (q, b, a))):
                 return True
-    return False
+        if z > _ROTATION_NODES:
+            return False
+        for c in range(z):
+            if c in (p, b) or not self.holders.get((c, b)):
+                continue
+            for x in range(z):
+                if x in (a, b, c):
+                    continue
+                for d in range(z):
+                    if d not in (a, x) and self.holders.get((d, x)) and self._cycle(((p, a, b), (c, b, x), (d, x, a))):
+                        return True
+        return False
 
+    def _cycle(self, moves: tuple[Move, ...]) -> bool:
+        """Make `moves` if they lower the sum of squares and some copies may make them at no cost."""
+        if self._squares_change(moves) >= 0:
+            return False
+        picks = self._pick(moves)
+        if picks is None:
+            return False
+        for (primary, old, new), (i, rank) in zip(moves, picks, strict=True):
+            self.X[i, rank] = new
+            self.holders[(primary, old)].remove((i, rank))
+            self.holders[(primary, new)].append((i, rank))
+            self.spread[primary][old] -= 1
+            self.spread[primary][new] += 1
+        return True
 
-def _squares_change(spread: list[list[int]], primaries: list[int], moves: tuple[tuple[int, int, int], ...]) -> int:
-    """How the sum of (P[r] + F[p, r]) squared changes when each (p, old, new) move takes one from F[p, old] and
-    gives it to F[p, new]."""
-    delta: dict[tuple[int, int], int] = defaultdict(int)
-    for primary, old, new in moves:
-        delta[(primary, old)] -= 1
-        delta[(primary, new)] += 1
-    total = 0
-    for (primary, node), d in delta.items():
-        value = primaries[node] + spread[primary][node]
-        total += (value + d) ** 2 - value**2
-    return total
+    def _squares_change(self, moves: tuple[Move, ...]) -> int:
+        """How the sum of (P[r] + F[p, r]) squared changes when each move takes one from F[p, old] and gives it
+        to F[p, new]."""
+        delta: dict[tuple[int, int], int] = defaultdict(int)
+        for primary, old, new in moves:
+            delta[(primary, old)] -= 1
+            delta[(primary, new)] += 1
+        total = 0
+        for (primary, node), d in delta.items():
+            value = self.primaries[node] + self.spread[primary][node]
+            total += (value + d) ** 2 - value**2
+        return total
 
-
-def _pick(
-    problem: Problem,
-    X: np.ndarray,
-    holders: dict[tuple[int, int], list[tuple[int, int]]],
-    moves: tuple[tuple[int, int, int], ...],
-) -> list[tuple[int, int]] | None:
-    """One distinct (partition, rank) for each move that may make it, together costing nothing more; None if
-    the first few candidates of each do not."""
-    picks: list[tuple[int, int]] = []
-    cost = 0.0
-    for primary, old, new in moves:
-        for i, rank in holders[(primary, old)][:_PAIRS_TRIED]:
-            if all(i != j for j, _ in picks) and _allowed(problem, X, i, rank, new):
-                picks.append((i, rank))
-                cost += _cost_change(problem, X, i, old, new)
-                break
-        else:
-            return None
-    return picks if cost <= 0 else None
+    def _pick(self, moves: tuple[Move, ...]) -> list[tuple[int, int]] | None:
+        """One distinct (partition, rank) for each move that may make it, together costing nothing more; None if
+        the first few candidates of each do not."""
+        picks: list[tuple[int, int]] = []
+        cost = 0.0
+        for primary, old, new in moves:
+            for i, rank in self.holders[(primary, old)][:_PAIRS_TRIED]:
+                if all(i != j for j, _ in picks) and _allowed(self.problem, self.X, i, rank, new):
+                    picks.append((i, rank))
+                    cost += _cost_change(self.problem, self.X, i, old, new)
+                    break
+            else:
+                return None
+        return picks if cost <= 0 else None
 
 
 def _allowed(problem: Problem, X: np.ndarray, i: int, rank: int, node: int) -> bool:
