@@ -7,18 +7,19 @@ What Real-Time Mode imposes, found here:
   `LowLatencyMemoryStream` fed from the driver over py4j and writes with `foreach` into files;
 - every stage of a batch runs at once (one source task and two state partitions need three free task slots, else
   `CONCURRENT_SCHEDULER_INSUFFICIENT_SLOT`), so there is no delay scheduling and Spark places the state partitions
-  wherever a slot is free, not where the controller steers them: a partition can land on any host. The session so
-  runs q=2, a replica on every other host;
+  wherever a slot is free, not where the controller steers them: a partition can land on any host. At q=1 (the
+  session here) a load on a host holding none of its files has that host's node fetch them from the peer holding
+  them (`FileShipping.fetchFromPeers`) before it reads them;
 - a lost task is not retried: an executor's loss fails the query, and a restart runs once the cluster manager has
   replaced the executor. That restart is the load this layer serves. A kill between two batches fails the next one
   only if the scheduler has not counted the replacement yet; when it has, the query goes on, and the next batch's
   loads are the ones served.
 
 The executor running the most state is killed with SIGKILL (its host and disk stay, as when an executor crashes),
-the query fails and is restarted from its checkpoint (or goes on, see above): every partition loads from copies,
-none reads an SST file or snapshot from the checkpoint location (a changelog committed in the moment before the kill
-may not have reached a peer yet: its load fetches it from the peer holding it, else reads it there, the acceptance's
-bound), and the output equals an exact recomputation.
+the query fails and is restarted from its checkpoint (or goes on, see above): every partition loads from copies (its
+host's, or fetched from a peer), none reads an SST file or snapshot from the checkpoint location (a changelog
+committed in the moment before the kill may not have reached a peer yet: its load fetches it from the peer holding
+it, else reads it there, the acceptance's bound), and the output equals an exact recomputation.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackCluste
 @pytest.fixture(scope="module")
 def spark(cluster: LoopbackCluster) -> Iterator[Any]:
     # Real-Time Mode fails a batch it cannot give every slot: the session waits for every executor to register.
-    with session_on(cluster, "file-replicas-rtm", STATE_PARTITIONS, replication_factor=2) as session:
+    with session_on(cluster, "file-replicas-rtm", STATE_PARTITIONS, replication_factor=1) as session:
         yield session
 
 
@@ -129,7 +130,7 @@ class RealTimeCounts:
                 if p.store.checkpoint_dir.startswith(str(self.checkpoint))]  # fmt: skip
         if len(mine) < STATE_PARTITIONS:
             return None
-        if any(len(p.replicas) < 2 or any(r.version_held < p.primary_version for r in p.replicas) for p in mine):
+        if any(not p.replicas or any(r.version_held < p.primary_version for r in p.replicas) for p in mine):
             return None
         return {p.store.store_id: p for p in mine}
 

@@ -117,6 +117,53 @@ def test_replica_detects_a_rewritten_version_by_its_bytes(cluster: Cluster, tmp_
         primary.close()
 
 
+def test_a_rewrite_re_sent_after_the_version_that_followed_it_leaves_the_replica_where_it_is(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # The shipper retries refused increments each on its own, so a flagged rewrite can reach a replica after the
+    # version that continued it (a CI run: a replica at the new 37 taken back to 35 by a late flagged 36, and a
+    # version behind until its next catch-up). A replica can hold the rewritten version two ways: applied (the
+    # checksum of its bytes tells), on node-b; or rebuilt from the checkpoint location when the next version's
+    # lineage did not continue its own (the lineage tells), on node-c.
+    primary = Primary(tmp_path, "5/5/default", cluster.addresses["node-a"])
+    try:
+        old = [_commit(primary, 0, "old") for _ in range(4)]
+        primary.roll_back(3)
+        new = [_commit(primary, 4, "new") for _ in range(2)]  # new 4 and 5
+
+        def ship(node: str, items: list[tuple[int, bytes, bool]]) -> list[tuple[int, int]]:
+            requests = [
+                replication_pb2.ShipRequest(
+                    increment=common_pb2.IncrementBlob(
+                        store=primary.ref, version=v, base_version=v - 1, data=data, rewrites_history=flag
+                    ),
+                    primary_address=cluster.addresses["node-a"],
+                )
+                for v, data, flag in items
+            ]
+            with grpc.insecure_channel(cluster.addresses[node]) as channel:
+                acks = replication_pb2_grpc.ReplicationStub(channel).Ship(iter(requests), timeout=15)
+                return [(a.status, a.held.version) for a in acks]
+
+        history = [(v, old[v - 1], False) for v in range(1, 5)]
+        assert ship("node-b", [*history, (4, new[0], True), (5, new[1], False), (4, new[0], True)])[-3:] == [
+            (replication_pb2.ACK_APPLIED, 4),
+            (replication_pb2.ACK_APPLIED, 5),
+            (replication_pb2.ACK_DUPLICATE, 5),
+        ]
+        assert ship("node-c", [*history, (5, new[1], False), (4, new[0], True)])[-2:] == [
+            (replication_pb2.ACK_APPLIED, 5),
+            (replication_pb2.ACK_DUPLICATE, 5),
+        ]
+        rewound = cluster.processes["node-c"].log().split('"event": "history_rewound"')[-1].splitlines()[0]
+        assert '"store": "5/5/default"' in rewound and '"reason": "lineage"' in rewound, rewound
+        assert '"source": "checkpoint_location"' in rewound, rewound
+        for node in REPLICAS:
+            assert replica_digest(cluster.data_dir(node), primary.ref.store_id) == (5, primary.digest()), node
+    finally:
+        primary.close()
+
+
 def test_replica_that_cannot_read_the_checkpoint_location_rebuilds_from_the_primarys_node(
     cluster: Cluster, tmp_path: Path
 ) -> None:

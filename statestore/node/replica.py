@@ -114,6 +114,8 @@ class Replica:
         self._buffer: dict[int, tuple[Increment, int]] = {}  # version -> (increment, checksum)
         self._buffer_bytes: dict[int, int] = {}
         self._fingerprints: OrderedDict[int, int] = OrderedDict()  # version applied -> checksum of its bytes
+        # Version -> its lineage, for the versions of the history this replica holds now (applied or restored).
+        self._lineages: OrderedDict[int, bytes] = OrderedDict()
         # An adopted directory is opened when first used, not as its provider hands it over: a stopped query's
         # providers release every store at once (hundreds at Spark's 200 partitions and two operators), and
         # opening each there held the provider's local channel and cost a node's core for seconds, for replicas
@@ -263,7 +265,7 @@ class Replica:
             self._drop_buffered_from(version)
             # Holding exactly `version` with these very bytes: the rewrite was already handled (or changed
             # nothing), and nothing of an abandoned history lies beyond it.
-            handled = self.version == version and self._fingerprints.get(version) == checksum
+            handled = self._runs_through(increment, checksum)
             if self.version >= version and not handled:
                 self._rewind(increment.base_version, primary_address, "flagged" if rewrites_history else "bytes")
         if version <= self.version:
@@ -288,6 +290,27 @@ class Replica:
             return Receipt(Outcome.APPLIED, self.version)
         return Receipt(Outcome.BUFFERED, self.version, f"gap: holding {self.version}, lacks {self.version + 1}")
 
+    def _runs_through(self, increment: Increment, checksum: int) -> bool:
+        """Whether the history this replica holds runs through these very bytes of `increment.version`: a rewrite
+        it already took. The shipper retries refused increments independently, so a rewritten version re-sent
+        may arrive after the one that followed it; rewinding then would take a caught-up replica back."""
+        version = increment.version
+        if version > self.version:
+            return False
+        if self._fingerprints.get(version) == checksum:
+            return True
+        return increment.lineage is not None and self._lineages.get(version) == increment.lineage
+
+    def _remember_lineage(self) -> None:
+        """Note the lineage of the version the store holds now, when it is known."""
+        lineage = self._store.lineage
+        if lineage is None:
+            return
+        self._lineages.pop(self.version, None)
+        self._lineages[self.version] = lineage
+        while len(self._lineages) > _FINGERPRINTS:
+            self._lineages.popitem(last=False)
+
     def _contradicts(self, version: int, checksum: int) -> bool:
         """Whether this replica applied (or buffered) other bytes for `version`: a rewritten history."""
         if version <= self.version:
@@ -304,6 +327,7 @@ class Replica:
             self._fingerprints[increment.version] = checksum
             while len(self._fingerprints) > _FINGERPRINTS:
                 self._fingerprints.popitem(last=False)
+            self._remember_lineage()
 
     def _keep_in_buffer(self, increment: Increment, checksum: int) -> None:
         size = sum(len(k) + len(v) for k, v in zip(increment.keys, increment.values, strict=True))
@@ -381,6 +405,8 @@ class Replica:
         self._buffer_bytes.clear()
         for version in [v for v in self._fingerprints if v > target]:
             del self._fingerprints[version]
+        for version in [v for v in self._lineages if v > target]:
+            del self._lineages[version]
         source = "undo_record" if self._revert_one(target) else self._rebuild(target, primary_address)
         log_event(
             _log,
@@ -447,6 +473,11 @@ class Replica:
         self._store = VersionedStore.open(
             self.directory / _DB_DIR, self.store_id, self._settings.store_options(self.store_id)
         )
+        # What was known of the versions applied described the store just replaced (a restored or bootstrapped
+        # version may differ from the one applied under its number).
+        self._fingerprints.clear()
+        self._lineages.clear()
+        self._remember_lineage()
 
     def _bootstrap(self, primary_address: str) -> None:
         """Replace this (empty) replica by a snapshot streamed from the primary's node."""
