@@ -40,6 +40,32 @@ def _pull(address: str, ref: common_pb2.StoreRef, first: int, last: int) -> list
         return [blob.data for blob in replication_pb2_grpc.ReplicationStub(channel).Pull(request, timeout=15)]
 
 
+def _two_histories(primary: Primary, old: int, rolled_back_to: int, new: int) -> tuple[list[bytes], list[bytes]]:
+    """Commit versions 1..`old` ("old"), roll back to `rolled_back_to` and commit `new` versions after it again
+    ("new", other bytes); returns both histories' increments."""
+    old_history = [_commit(primary, 0, "old") for _ in range(old)]
+    primary.roll_back(rolled_back_to)
+    return old_history, [_commit(primary, rolled_back_to + 1, "new") for _ in range(new)]
+
+
+def _ship(
+    cluster: Cluster, node: str, ref: common_pb2.StoreRef, items: list[tuple[int, bytes, bool]]
+) -> list[replication_pb2.ShipAck]:
+    """Ship (version, bytes, rewrites_history) increments of `ref` to `node` on one stream, as node-a's link
+    would; returns the acks."""
+    requests = [
+        replication_pb2.ShipRequest(
+            increment=common_pb2.IncrementBlob(
+                store=ref, version=v, base_version=v - 1, data=data, rewrites_history=flag
+            ),
+            primary_address=cluster.addresses["node-a"],
+        )
+        for v, data, flag in items
+    ]
+    with grpc.insecure_channel(cluster.addresses[node]) as channel:
+        return list(replication_pb2_grpc.ReplicationStub(channel).Ship(iter(requests), timeout=15))
+
+
 def _rewrite_and_check(cluster: Cluster, tmp_path: Path, store_id: str, flag: bool) -> None:
     primary = Primary(tmp_path, store_id, cluster.addresses["node-a"])
     try:
@@ -94,9 +120,7 @@ def test_replica_detects_a_rewritten_version_by_its_bytes(cluster: Cluster, tmp_
     # sees that increment 4 differs from the one it applied, and rebuilds from the checkpoint location.
     primary = Primary(tmp_path, "5/2/default", cluster.addresses["node-a"])
     try:
-        old = [_commit(primary, 0, "old") for _ in range(5)]
-        primary.roll_back(3)
-        new = [_commit(primary, 4, "new") for _ in range(2)]  # new 4 and 5
+        old, new = _two_histories(primary, 5, 3, 2)  # new 4 and 5
 
         def request(version: int, data: bytes) -> replication_pb2.ShipRequest:
             blob = common_pb2.IncrementBlob(store=primary.ref, version=version, base_version=version - 1, data=data)
@@ -127,23 +151,10 @@ def test_a_rewrite_re_sent_after_the_version_that_followed_it_leaves_the_replica
     # lineage did not continue its own (the lineage tells), on node-c.
     primary = Primary(tmp_path, "5/5/default", cluster.addresses["node-a"])
     try:
-        old = [_commit(primary, 0, "old") for _ in range(4)]
-        primary.roll_back(3)
-        new = [_commit(primary, 4, "new") for _ in range(2)]  # new 4 and 5
+        old, new = _two_histories(primary, 4, 3, 2)  # new 4 and 5
 
         def ship(node: str, items: list[tuple[int, bytes, bool]]) -> list[tuple[int, int]]:
-            requests = [
-                replication_pb2.ShipRequest(
-                    increment=common_pb2.IncrementBlob(
-                        store=primary.ref, version=v, base_version=v - 1, data=data, rewrites_history=flag
-                    ),
-                    primary_address=cluster.addresses["node-a"],
-                )
-                for v, data, flag in items
-            ]
-            with grpc.insecure_channel(cluster.addresses[node]) as channel:
-                acks = replication_pb2_grpc.ReplicationStub(channel).Ship(iter(requests), timeout=15)
-                return [(a.status, a.held.version) for a in acks]
+            return [(a.status, a.held.version) for a in _ship(cluster, node, primary.ref, items)]
 
         history = [(v, old[v - 1], False) for v in range(1, 5)]
         assert ship("node-b", [*history, (4, new[0], True), (5, new[1], False), (4, new[0], True)])[-3:] == [
@@ -169,23 +180,11 @@ def test_replica_that_cannot_read_the_checkpoint_location_rebuilds_from_the_prim
 ) -> None:
     primary = Primary(tmp_path, "5/3/default", cluster.addresses["node-a"])
     try:
-        old = [_commit(primary, 0, "old") for _ in range(6)]
-        primary.roll_back(4)
-        new = [_commit(primary, 5, "new") for _ in range(2)]  # new 5 and 6
+        old, new = _two_histories(primary, 6, 4, 2)  # new 5 and 6
         unreadable = common_pb2.StoreRef(store_id=primary.ref.store_id, checkpoint_dir=str(tmp_path / "not-here"))
 
         def ship(node: str, items: list[tuple[int, bytes, bool]]) -> list[replication_pb2.ShipAck]:
-            requests = [
-                replication_pb2.ShipRequest(
-                    increment=common_pb2.IncrementBlob(
-                        store=unreadable, version=v, base_version=v - 1, data=data, rewrites_history=flag
-                    ),
-                    primary_address=cluster.addresses["node-a"],
-                )
-                for v, data, flag in items
-            ]
-            with grpc.insecure_channel(cluster.addresses[node]) as channel:
-                return list(replication_pb2_grpc.ReplicationStub(channel).Ship(iter(requests), timeout=15))
+            return _ship(cluster, node, unreadable, items)
 
         # node-a (standing for the primary's node) holds a replica at 4, which it serves as a snapshot.
         ship("node-a", [(v, old[v - 1], False) for v in range(1, 5)])
