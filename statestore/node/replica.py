@@ -51,6 +51,9 @@ _DB_DIR = "db"
 _REF_FILE = "store.json"
 # Versions whose increment checksum a replica remembers, to recognize a rewritten version by its bytes.
 _FINGERPRINTS = 4096
+# Versions whose lineage a replica remembers, to recognize a rewrite it already took when it is re-sent late (a
+# link's retries of the newest few versions): a few, as a node holds hundreds of replicas.
+_LINEAGES = 64
 # How often a replica's size on disk is measured again (heartbeats ask for it every half second). A node holds
 # hundreds of replicas at Spark's default partitions: at 5 s it listed forty directories a second.
 _SIZE_REFRESH_SECONDS = 30.0
@@ -308,7 +311,7 @@ class Replica:
             return
         self._lineages.pop(self.version, None)
         self._lineages[self.version] = lineage
-        while len(self._lineages) > _FINGERPRINTS:
+        while len(self._lineages) > _LINEAGES:
             self._lineages.popitem(last=False)
 
     def _contradicts(self, version: int, checksum: int) -> bool:
