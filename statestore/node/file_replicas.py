@@ -460,7 +460,8 @@ class FileReplicas:
 
     def send_files(self, request: replication_pb2.FilesRequest) -> Iterator[replication_pb2.FileCopyChunk]:
         """`Replication.SendFiles`: every copy this host holds of the partition's state files (snapshots and
-        changelogs from `request.from_version` on, every SST), each a header chunk and its bytes' chunks."""
+        changelogs from the newest snapshot at or below `request.from_version` on, every SST the asker lacks), each
+        a header chunk and its bytes' chunks."""
         if self.copies is None:
             return
         store = request.store
@@ -473,11 +474,17 @@ class FileReplicas:
             names.update(replica.names if replica else {})
             names.update({f.name: f.checkpoint_path for f in primary.files.values()} if primary else {})
         held = set(request.held_ssts)
+        # A load of version v starts from the newest snapshot at or below it (none: from the empty store) and
+        # replays the changelogs after it; the asker's first miss may be a changelog (with checkpoint format 2,
+        # Spark reads the newest changelog's lineage before it picks the snapshot), so the files from that
+        # snapshot on go, not only those from the missed file's version.
+        snapshots = [state_file_version(name) or 0 for name in names if name.endswith(".zip")]
+        base = max((v for v in snapshots if v <= request.from_version), default=0)
         wanted = []
         for name, path in names.items():
             version = state_file_version(name)
             entry = self.copies.entry(path, name)
-            if version is None or entry is None or (version and version < request.from_version):
+            if version is None or entry is None or (version and version < base):
                 continue
             if not version and name in held:
                 continue
