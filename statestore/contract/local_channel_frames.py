@@ -628,11 +628,13 @@ class FetchFiles:
     """A `FETCH_FILES` frame (provider -> node): a load under Spark's own RocksDB provider is about to read the
     partition's state file `name` (of `version`, 0 for an SST) from the checkpoint location because this host
     holds no copy of it: the node asks the controller which peers hold the partition's files (`Control.Locate`),
-    fetches every file the freshest of them holds (`Replication.SendFiles`; snapshots and changelogs from
-    `version` on) into this host's copies directory, and answers within `timeout_ms`. The checkpoint file layer
-    then serves what it trusts of them (size, modification time, CRC32) and reads the rest from the checkpoint
-    location. A second ask for the same partition within 10 s is answered from the first's result without fetching
-    again. Sent on a connection of its own; answered with status 0 and what was fetched, or why nothing was."""
+    fetches every file the freshest of them holds (`Replication.SendFiles`; snapshots and changelogs from the
+    newest snapshot at or below `version` on: with checkpoint format 2 the first file a load misses may be the
+    newest changelog, whose lineage Spark reads before it picks the snapshot) into this host's copies directory,
+    and answers within `timeout_ms`. The checkpoint file layer then serves what it trusts of them (size,
+    modification time, CRC32) and reads the rest from the checkpoint location. A second ask for the same partition
+    within 10 s is answered from the first's result without fetching again. Sent on a connection of its own;
+    answered with status 0 and what was fetched, or why nothing was."""
 
     store_id: str
     checkpoint_dir: str
