@@ -254,7 +254,11 @@ def _replica_dirs_of(root: Path, job: StreamingAggregation) -> list[Path]:
     found = []
     for executor in range(EXECUTORS):
         for ref_file in (node_dir(root, str(executor)) / "replicas").glob("*/store.json"):
-            location = Path(json.loads(ref_file.read_text())["checkpoint_dir"]).resolve()
+            try:
+                text = ref_file.read_text()
+            except FileNotFoundError:  # the node deleted this replica between the listing and the read
+                continue
+            location = Path(json.loads(text)["checkpoint_dir"]).resolve()
             if location.is_relative_to(job.checkpoint.resolve()):
                 found.append(ref_file.parent)
     return found
