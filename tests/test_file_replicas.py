@@ -266,3 +266,42 @@ def test_a_peer_sends_a_partitions_files_in_load_order_and_leaves_out_what_the_a
     older = ["1.changelog"] if missed < 2 else []
     assert [name for name, _ in sent] == ["SSTs/000011-77aa.sst", "2.zip", *older, "2.changelog", "3.changelog"]
     assert all(data == files[name] for name, data in sent)
+
+
+def test_a_file_refused_by_a_replica_that_still_claims_the_partition_reaches_it_once_that_claim_ends(
+    tmp_path: Path,
+) -> None:
+    """The partition's task moved from host a to host b (Real-Time Mode runs it wherever a slot is free): b's node
+    ships the files b's executor keeps to a, whose node still claims the partition until the controller demotes it
+    at its next heartbeat. a refuses while it claims; b sends again, and the file reaches a (a CI run of the
+    Real-Time Mode test: a snapshot's SST refused so, never sent again, was read from the checkpoint location)."""
+    names = ("a", "b")
+    extra = {n: ("--local-socket", str(tmp_path / f"{n}.sock"), "--replica-files-dir", str(tmp_path / f"{n}-copies"))
+             for n in names}  # fmt: skip
+    partition = tmp_path / "ckpt" / "state" / "0" / "3"
+    partition.mkdir(parents=True)
+
+    def keep(node: str, name: str, data: bytes, executor: str) -> None:
+        checkpoint_file = partition / name
+        checkpoint_file.parent.mkdir(parents=True, exist_ok=True)
+        checkpoint_file.write_bytes(data)
+        copy = keep_like_the_executor(tmp_path / f"{node}-copies", str(checkpoint_file), name, data)
+        kept = FileKept(STORE_ID, str(partition), str(checkpoint_file), name, state_file_version(name) or 0,
+                        len(data), zlib.crc32(data), str(copy), "3f1c6a53-8c2e-4d0b-9a41-6f0e2d7b5c10",
+                        f"file:{tmp_path}/ckpt/state", executor, "127.0.0.1", modified_ms(checkpoint_file))  # fmt: skip
+        tell_node(tmp_path / f"{node}.sock", kept)
+
+    with running_cluster(tmp_path, names, q=1, extra=extra) as cluster:
+        keep("a", "1.changelog", b"one" * 300, "1")
+        on_b = HostCopies(tmp_path / "b-copies", "b")
+        wait_until(lambda: on_b.entry(str(partition / "1.changelog"), "1.changelog"), 20, "1.changelog on b's host")
+        # The task moves to b: its executor writes version 2 and a snapshot's SST (b's node claims the partition).
+        sst = b"sst" * 4000
+        keep("b", "2.changelog", b"two" * 310, "2")
+        keep("b", "SSTs/000015-264f.sst", sst, "2")
+        on_a = HostCopies(tmp_path / "a-copies", "a")
+        for name in ("2.changelog", "SSTs/000015-264f.sst"):
+            wait_until(lambda n=name: on_a.entry(str(partition / n), n), 30, f"{name} on a's host")
+        assert on_a.copy_path(str(partition / "SSTs/000015-264f.sst"), "SSTs/000015-264f.sst").read_bytes() == sst
+        refused = [line for line in cluster.processes["b"].log().splitlines() if '"file_not_kept"' in line]
+        assert all('"1.changelog"' in line for line in refused), refused  # a's own copy of it stays

@@ -41,6 +41,10 @@ from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication
 _log = logging.getLogger("statestore.node.file_replicas")
 _CHUNK_BYTES = 1 << 20
 _SEND_ATTEMPTS = 3
+# A replica that still claims the partition (its provider has not released it: the partition's task moved to the
+# sender's executor a moment ago) is sent the file again after these delays, while the sender is the primary. In
+# Real-Time Mode the claim lasted 0.2 s; the last try comes 8 s after the first.
+_CLAIMED_RETRY_SECONDS = (0.25, 0.5, 1.0, 2.0, 2.0, 2.25)
 _SCAN_TTL_SECONDS = 5.0
 # Reads of a partition's state files this far apart belong to two loads.
 _LOAD_GAP_SECONDS = 10.0
@@ -67,12 +71,14 @@ class KeptFile:
 
 @dataclass(frozen=True)
 class _Send:
-    """Ship `file` of partition `key` to `node` (`attempt`: how many sends of it failed before)."""
+    """Ship `file` of partition `key` to `node` (`attempt`: how many sends of it failed before; `claimed`: how many
+    the node refused as it still claimed the partition)."""
 
     node: control_pb2.NodeRef
     key: str
     file: KeptFile
     attempt: int = 0
+    claimed: int = 0
 
 
 @dataclass(frozen=True)
@@ -306,7 +312,8 @@ class FileReplicas:
         with self._lock:
             if partition_key(header.store) in self._primaries:
                 return replication_pb2.FileCopyKept(
-                    kept=False, detail=f"{self._settings.identity} is the primary of {header.store.store_id} now"
+                    kept=False, detail=f"{self._settings.identity} is the primary of {header.store.store_id} now",
+                    claimed_here=True,
                 )
 
         def data() -> Iterator[bytes]:
@@ -512,11 +519,11 @@ class FileReplicas:
                 self._adopt_host_copies(item.key, item.sample)
                 continue
             try:
-                self._send(item.node, item.key, item.file)
+                self._send(item)
             except grpc.RpcError as exc:
                 if item.attempt + 1 < _SEND_ATTEMPTS:
                     time.sleep(min(0.2 * 2**item.attempt, 2.0))  # a peer restarting: wait a little, then again
-                    self._sends.put(_Send(item.node, item.key, item.file, item.attempt + 1))
+                    self._sends.put(_Send(item.node, item.key, item.file, item.attempt + 1, item.claimed))
                 else:
                     log_event(_log, "file_ship_failed", logging.WARNING, replica=item.node.node_id,
                               file=item.file.name, code=exc.code().name, detail=exc.details())  # fmt: skip
@@ -524,7 +531,8 @@ class FileReplicas:
                 log_event(_log, "file_ship_failed", logging.ERROR, replica=item.node.node_id, file=item.file.name,
                           error=repr(exc))  # fmt: skip
 
-    def _send(self, node: control_pb2.NodeRef, key: str, file: KeptFile) -> None:
+    def _send(self, item: _Send) -> None:
+        node, key, file = item.node, item.key, item.file
         with self._lock:
             partition = self._primaries.get(key)
             if partition is None or all(n.node_id != node.node_id for n in partition.group):
@@ -547,6 +555,12 @@ class FileReplicas:
         stub = replication_pb2_grpc.ReplicationStub(self._channel(node))
         answer = stub.KeepFile(chunks(), timeout=max(30.0, file.size / (8 << 20)))
         if not answer.kept:
+            if answer.claimed_here and item.claimed < len(_CLAIMED_RETRY_SECONDS):
+                again = _Send(node, key, file, item.attempt, item.claimed + 1)
+                timer = threading.Timer(_CLAIMED_RETRY_SECONDS[item.claimed], self._sends.put, args=(again,))
+                timer.daemon = True
+                timer.start()
+                return
             log_event(_log, "file_not_kept", store=store.store_id, replica=node.node_id, file=file.name,
                       detail=answer.detail)  # fmt: skip
             return

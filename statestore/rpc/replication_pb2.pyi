@@ -182,9 +182,11 @@ class FilesRequest(_message.Message):
     def __init__(self, store: _Optional[_Union[_common_pb2.StoreRef, _Mapping]] = ..., from_version: _Optional[int] = ..., held_ssts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FileCopyKept(_message.Message):
-    __slots__ = ("kept", "detail")
+    __slots__ = ("kept", "detail", "claimed_here")
     KEPT_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_HERE_FIELD_NUMBER: _ClassVar[int]
     kept: bool
     detail: str
-    def __init__(self, kept: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
+    claimed_here: bool
+    def __init__(self, kept: _Optional[bool] = ..., detail: _Optional[str] = ..., claimed_here: _Optional[bool] = ...) -> None: ...
