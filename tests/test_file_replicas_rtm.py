@@ -175,5 +175,7 @@ def test_a_real_time_aggregation_restarted_after_an_executor_kill_loads_from_cop
         query.query.stop()
     after = cluster.executor_logs(spark.sparkContext.applicationId)
     reads = [read for executor, log in after.items() for read in _state_reads(log[len(before.get(executor, "")):])]
-    assert not [r for r in reads if r[2] == "the checkpoint location" and r[1] != "changelog"], reads
+    since_kill = [line for executor, log in after.items() for line in log[len(before.get(executor, "")):].splitlines()]
+    from_checkpoint = [line for line in since_kill if "statestore-fs" in line and "checkpoint location" in line]
+    assert not [r for r in reads if r[2] == "the checkpoint location" and r[1] != "changelog"], from_checkpoint
     assert lost <= {store for store, _, where in reads if where == "its local copy"}, (lost, reads)
