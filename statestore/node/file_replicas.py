@@ -18,6 +18,8 @@ location (`ReplicaFiles.java`).
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import logging
 import os
 import queue
@@ -514,32 +516,52 @@ class FileReplicas:
     # ----------------------------------------------------------------- shipping
 
     def _send_loop(self) -> None:
-        while (item := self._sends.get()) is not None:
+        # Sends due again later (a peer restarting; a member still claiming the partition), by when: kept here so
+        # that waiting for one never holds up the others.
+        later: list[tuple[float, int, _Send]] = []
+        order = itertools.count()
+        while True:
+            now = time.monotonic()
+            if later and later[0][0] <= now:
+                item: _Send | _Adopt | None = heapq.heappop(later)[2]
+            else:
+                try:
+                    item = self._sends.get(timeout=later[0][0] - now if later else None)
+                except queue.Empty:
+                    continue
+            if item is None:
+                return
             if isinstance(item, _Adopt):
                 self._adopt_host_copies(item.key, item.sample)
                 continue
             try:
-                self._send(item)
+                again = self._send(item)
             except grpc.RpcError as exc:
-                if item.attempt + 1 < _SEND_ATTEMPTS:
-                    time.sleep(min(0.2 * 2**item.attempt, 2.0))  # a peer restarting: wait a little, then again
-                    self._sends.put(_Send(item.node, item.key, item.file, item.attempt + 1, item.claimed))
+                again = None
+                if item.attempt + 1 < _SEND_ATTEMPTS:  # a peer restarting: wait a little, then again
+                    again = (min(0.2 * 2**item.attempt, 2.0),
+                             _Send(item.node, item.key, item.file, item.attempt + 1, item.claimed))  # fmt: skip
                 else:
                     log_event(_log, "file_ship_failed", logging.WARNING, replica=item.node.node_id,
                               file=item.file.name, code=exc.code().name, detail=exc.details())  # fmt: skip
             except Exception as exc:  # the sender thread must outlive any one file
+                again = None
                 log_event(_log, "file_ship_failed", logging.ERROR, replica=item.node.node_id, file=item.file.name,
                           error=repr(exc))  # fmt: skip
+            if again is not None:
+                heapq.heappush(later, (time.monotonic() + again[0], next(order), again[1]))
 
-    def _send(self, item: _Send) -> None:
+    def _send(self, item: _Send) -> tuple[float, _Send] | None:
+        """Ship one file to one member; returns when to send it again and how, when the member refused it as it
+        still claims the partition."""
         node, key, file = item.node, item.key, item.file
         with self._lock:
             partition = self._primaries.get(key)
             if partition is None or all(n.node_id != node.node_id for n in partition.group):
-                return  # no longer primary, or the node left the group
+                return None  # no longer primary, or the node left the group
             store = partition.store
         if not file.copy_path.exists():
-            return  # Spark's retention deleted it meanwhile
+            return None  # Spark's retention deleted it meanwhile
         header = replication_pb2.FileCopyHeader(
             checkpoint_path=file.checkpoint_path, name=file.name, size=file.size, crc32=file.crc32,
             version=file.version, modified_ms=file.modified_ms,
@@ -556,18 +578,15 @@ class FileReplicas:
         answer = stub.KeepFile(chunks(), timeout=max(30.0, file.size / (8 << 20)))
         if not answer.kept:
             if answer.claimed_here and item.claimed < len(_CLAIMED_RETRY_SECONDS):
-                again = _Send(node, key, file, item.attempt, item.claimed + 1)
-                timer = threading.Timer(_CLAIMED_RETRY_SECONDS[item.claimed], self._sends.put, args=(again,))
-                timer.daemon = True
-                timer.start()
-                return
+                return _CLAIMED_RETRY_SECONDS[item.claimed], _Send(node, key, file, item.attempt, item.claimed + 1)
             log_event(_log, "file_not_kept", store=store.store_id, replica=node.node_id, file=file.name,
                       detail=answer.detail)  # fmt: skip
-            return
+            return None
         with self._lock:
             partition = self._primaries.get(key)
             if partition is not None and file.version > partition.acked.get(node.node_id, 0):
                 partition.acked[node.node_id] = file.version
+        return None
 
     def _channel(self, node: control_pb2.NodeRef) -> grpc.Channel:
         known = self._channels.get(node.node_id)
