@@ -42,7 +42,10 @@ from statestore.rpc import common_pb2, control_pb2, replication_pb2, replication
 
 _log = logging.getLogger("statestore.node.file_replicas")
 _CHUNK_BYTES = 1 << 20
-_SEND_ATTEMPTS = 3
+# A send that failed (the member's node restarting: it keeps its id and address, so it never joins the group anew and
+# is never sent the file again otherwise) is tried again after these delays, about 20 s in all, each time only while
+# this node is the partition's primary and the member in its group (the controller drops a dead member in seconds).
+_SEND_RETRY_SECONDS = (0.2, 0.4, 0.8, 1.6, 2.0, 3.0, 4.0, 4.0, 4.0)
 # A replica that still claims the partition (its provider has not released it: the partition's task moved to the
 # sender's executor a moment ago) is sent the file again after these delays, while the sender is the primary. In
 # Real-Time Mode the claim lasted 0.2 s; the last try comes 8 s after the first.
@@ -81,6 +84,10 @@ class _Send:
     file: KeptFile
     attempt: int = 0
     claimed: int = 0
+
+    def again(self, attempt: int, claimed: int) -> _Send:
+        """The same send, retried."""
+        return _Send(self.node, self.key, self.file, attempt, claimed)
 
 
 @dataclass(frozen=True)
@@ -142,8 +149,12 @@ class _Fetch:
 class _FileReplica:
     store: common_pb2.StoreRef
     version: int = 0
-    size_bytes: int = 0
     names: dict[str, str] = field(default_factory=dict)  # name -> checkpoint path, of the files kept here
+    sizes: dict[str, int] = field(default_factory=dict)  # name -> bytes, of the files kept here
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(self.sizes.values())
 
 
 class FileReplicas:
@@ -160,8 +171,13 @@ class FileReplicas:
         self._replicas: dict[str, _FileReplica] = {}
         self._loads: dict[str, _FileLoad] = {}  # partition key -> its last load on this executor
         self._demoted: dict[str, int] = {}  # partition key -> version the controller judged another node fresher at
+        # Partition key -> SSTs its host kept while it was demoted here: the old executor's maintenance uploads a
+        # snapshot after the task moved. They claim nothing; they are the partition's files if it is claimed again.
+        self._held_back: dict[str, dict[str, KeptFile]] = {}
+        self._closing = False
         self._sends: queue.SimpleQueue[_Send | _Adopt | None] = queue.SimpleQueue()
         self._channels: dict[str, tuple[str, grpc.Channel]] = {}  # node id -> (address, channel)
+        self._channels_lock = threading.Lock()  # the sender thread and a load's fetch both open channels
         self._scan: tuple[float, dict[str, list[KeptFile]]] = (float("-inf"), {})
         self._fetches: dict[str, _Fetch] = {}  # partition key -> its last fetch from a peer
         self._recover_held()
@@ -181,8 +197,8 @@ class FileReplicas:
                 continue
             replica = self._replicas.setdefault(partition_key(store), _FileReplica(store))
             replica.names[name] = entry.checkpoint_path
+            replica.sizes[name] = entry.size
             replica.version = max(replica.version, version)
-            replica.size_bytes += entry.size
         if self._replicas:
             log_event(_log, "file_replicas_recovered", partitions=len(self._replicas),
                       files=sum(len(r.names) for r in self._replicas.values()))  # fmt: skip
@@ -195,14 +211,23 @@ class FileReplicas:
         the partition's replica group. Returns a note for the local channel's reply."""
         key = partition_key(store)
         with self._lock:
-            if file.version and self._demoted.get(key, -1) >= file.version:
+            demoted_at = self._demoted.get(key)
+            if demoted_at is not None and (not file.version or demoted_at >= file.version):
+                # An SST names no version: after a demotion it is a snapshot the old executor uploads late, and
+                # claiming on it would refuse the real primary's files here as "claimed".
+                if not file.version:
+                    held_back = self._held_back.setdefault(key, {})
+                    held_back[file.name] = file
+                    _forget_deleted(held_back)
                 return f"not primary of {store.store_id}: another node committed it more recently"
             self._demoted.pop(key, None)
             partition = self._primaries.get(key)
             claimed = partition is None
             if partition is None:
-                partition = self._primaries[key] = _FilePrimary(store)
+                partition = self._primaries[key] = _FilePrimary(store, files=self._held_back.pop(key, {}))
             partition.files[file.name] = file
+            if file.name.endswith(".zip"):
+                _forget_deleted(partition.files)
             if file.version >= partition.version:
                 partition.version = file.version
                 partition.committed_at = time.monotonic()
@@ -268,6 +293,7 @@ class FileReplicas:
                 if partition is None or partition.version > claim.version:
                     continue
                 self._demoted[key] = claim.version
+                self._held_back.pop(key, None)
                 del self._primaries[key]
                 log_event(_log, "file_primary_demoted", store=claim.store.store_id, version=partition.version)
 
@@ -336,8 +362,8 @@ class FileReplicas:
         with self._lock:
             replica = self._replicas.setdefault(key, _FileReplica(header.store))
             replica.names[header.name] = header.checkpoint_path
+            replica.sizes[header.name] = header.size
             replica.version = max(replica.version, header.version)
-            replica.size_bytes += header.size if done != "already held" else 0
         if header.name.endswith(".zip"):
             self._prune(key)
         return replication_pb2.FileCopyKept(kept=True, detail=done)
@@ -383,6 +409,7 @@ class FileReplicas:
         with self._lock:
             for name in gone:
                 replica.names.pop(name, None)
+                replica.sizes.pop(name, None)
 
     # ----------------------------------------------------------------- fetching from a peer
 
@@ -520,7 +547,7 @@ class FileReplicas:
         # that waiting for one never holds up the others.
         later: list[tuple[float, int, _Send]] = []
         order = itertools.count()
-        while True:
+        while not self._closing:
             now = time.monotonic()
             if later and later[0][0] <= now:
                 item: _Send | _Adopt | None = heapq.heappop(later)[2]
@@ -529,7 +556,7 @@ class FileReplicas:
                     item = self._sends.get(timeout=later[0][0] - now if later else None)
                 except queue.Empty:
                     continue
-            if item is None:
+            if item is None or self._closing:
                 return
             if isinstance(item, _Adopt):
                 self._adopt_host_copies(item.key, item.sample)
@@ -538,9 +565,8 @@ class FileReplicas:
                 again = self._send(item)
             except grpc.RpcError as exc:
                 again = None
-                if item.attempt + 1 < _SEND_ATTEMPTS:  # a peer restarting: wait a little, then again
-                    again = (min(0.2 * 2**item.attempt, 2.0),
-                             _Send(item.node, item.key, item.file, item.attempt + 1, item.claimed))  # fmt: skip
+                if item.attempt < len(_SEND_RETRY_SECONDS):  # a peer restarting: wait, then again
+                    again = (_SEND_RETRY_SECONDS[item.attempt], item.again(item.attempt + 1, item.claimed))
                 else:
                     log_event(_log, "file_ship_failed", logging.WARNING, replica=item.node.node_id,
                               file=item.file.name, code=exc.code().name, detail=exc.details())  # fmt: skip
@@ -554,10 +580,12 @@ class FileReplicas:
     def _send(self, item: _Send) -> tuple[float, _Send] | None:
         """Ship one file to one member; returns when to send it again and how, when the member refused it as it
         still claims the partition."""
-        node, key, file = item.node, item.key, item.file
+        key, file = item.key, item.file
         with self._lock:
             partition = self._primaries.get(key)
-            if partition is None or all(n.node_id != node.node_id for n in partition.group):
+            # The member as the group names it now: a node that restarted on another port is reached there.
+            node = next((n for n in partition.group if n.node_id == item.node.node_id), None) if partition else None
+            if partition is None or node is None:
                 return None  # no longer primary, or the node left the group
             store = partition.store
         if not file.copy_path.exists():
@@ -578,7 +606,7 @@ class FileReplicas:
         answer = stub.KeepFile(chunks(), timeout=max(30.0, file.size / (8 << 20)))
         if not answer.kept:
             if answer.claimed_here and item.claimed < len(_CLAIMED_RETRY_SECONDS):
-                return _CLAIMED_RETRY_SECONDS[item.claimed], _Send(node, key, file, item.attempt, item.claimed + 1)
+                return _CLAIMED_RETRY_SECONDS[item.claimed], item.again(item.attempt, item.claimed + 1)
             log_event(_log, "file_not_kept", store=store.store_id, replica=node.node_id, file=file.name,
                       detail=answer.detail)  # fmt: skip
             return None
@@ -589,14 +617,15 @@ class FileReplicas:
         return None
 
     def _channel(self, node: control_pb2.NodeRef) -> grpc.Channel:
-        known = self._channels.get(node.node_id)
-        if known is not None and known[0] == node.address:
-            return known[1]
-        if known is not None:
-            known[1].close()
-        channel = auth.channel(node.address, options=GRPC_MESSAGE_OPTIONS)
-        self._channels[node.node_id] = (node.address, channel)
-        return channel
+        with self._channels_lock:
+            known = self._channels.get(node.node_id)
+            if known is not None and known[0] == node.address:
+                return known[1]
+            if known is not None:
+                known[1].close()
+            channel = auth.channel(node.address, options=GRPC_MESSAGE_OPTIONS)
+            self._channels[node.node_id] = (node.address, channel)
+            return channel
 
     def _adopt_host_copies(self, key: str, sample: KeptFile) -> None:
         """A partition newly claimed here (its task moved to this executor): the host's other copies of its files
@@ -610,8 +639,13 @@ class FileReplicas:
             partition = self._primaries.get(key)
             if partition is None:
                 return
-            for file in found:
-                partition.files.setdefault(file.name, file)
+            added = [file for file in found if partition.files.setdefault(file.name, file) is file]
+            members = list(partition.group)
+        # A member that joined the group before this ran (the heartbeat this claim asked for answered first) was sent
+        # only the files known then: the adopted ones go to it now.
+        for node in members:
+            for file in _in_load_order(added):
+                self._sends.put(_Send(node, key, file))
 
     def _host_copies_by_partition(self) -> dict[str, list[KeptFile]]:
         """Every copy in the host's directory, by partition directory (one read of the directory every few
@@ -646,11 +680,23 @@ class FileReplicas:
         return by_partition
 
     def close(self) -> None:
-        """Stop shipping and close the channels to peers."""
+        """Stop shipping (sends still queued are dropped: a replica that misses a file reads it from the checkpoint
+        location) and close the channels to peers."""
+        self._closing = True
         self._sends.put(None)
         self._sender.join(timeout=5)
-        for _address, channel in self._channels.values():
+        with self._channels_lock:
+            channels = list(self._channels.values())
+            self._channels.clear()
+        for _address, channel in channels:
             channel.close()
+
+
+def _forget_deleted(files: dict[str, KeptFile]) -> None:
+    """Drop the files whose local copy is gone (Spark's retention deleted the checkpoint file, and the executor's
+    layer its copy): a primary's list of files would otherwise grow with every micro-batch of the query's life."""
+    for name in [name for name, file in files.items() if not file.copy_path.exists()]:
+        del files[name]
 
 
 def _in_load_order(files: Iterable[KeptFile]) -> list[KeptFile]:
