@@ -199,3 +199,26 @@ def test_the_providers_raise_fails_the_step_once_and_pause_stops_the_jvm_until_r
     finally:
         if check.poll() is None:
             check.kill()
+
+
+def test_a_sync_commit_of_a_rewrite_the_replica_failed_to_apply_returns_once_the_replica_holds_it(
+    cluster: Cluster, faults: Path, tmp_path: Path
+) -> None:
+    """Spark re-ran batch 3: the primary commits a new 3 and ships it flagged, synchronously. The replica's first
+    apply of it fails (a raise at its apply point), and that ack names the version it still holds: the abandoned 3.
+    The commit must not count that as the new 3 replicated (it did: the sync commit returned at once, and a replica
+    whose partition then stayed idle kept the abandoned history, shown caught up); it returns once the retry applied
+    the new 3."""
+    primary = Primary(tmp_path, STORE, cluster.addresses["a"])
+    try:
+        primary.commit_and_ship(3, sync=True)
+        caught_up(cluster, primary)
+        primary.roll_back(2)
+        rewritten = primary.commit(3)  # the new 3: other deletes than the old one's (seed 2)
+        faults.write_text("apply raise\n")
+        result = primary.ship(rewritten, sync=True, rewrites_history=True)
+        assert fired(cluster, "b", "apply")
+        assert result.synced, result.detail
+        assert replica_digest(cluster.data_dir("b"), STORE) == (3, primary.digest())
+    finally:
+        primary.close()

@@ -181,3 +181,21 @@ def test_a_replicas_size_counts_each_file_once_and_drops_what_retention_deleted(
         (partition / "1.changelog").unlink()  # Spark's retention
         ship("2.zip", b"zip" * 10)
         assert [h.size_bytes for h in member.held()] == [180]
+
+
+def test_a_file_kept_frame_naming_a_copy_outside_the_hosts_copies_directory_is_refused(tmp_path: Path) -> None:
+    """The node ships the named copy's bytes to peers: a frame naming any other file the node's user can read (by
+    path, or by a link in the copies directory) claims nothing and ships nothing."""
+    host = Host(tmp_path)
+    try:
+        secret = tmp_path / "secret"
+        secret.write_bytes(b"not state")
+        link = host.copies / "link"
+        host.copies.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(secret)
+        for path in (secret, link, host.copies / ".." / "secret"):
+            file = KeptFile(str(host.partition / "1.changelog"), "1.changelog", 1, 9, zlib.crc32(b"not state"), path)
+            assert host.replicas.kept(host.store, file, None).startswith("refused"), path
+        assert not host.replicas.is_primary(host.store)
+    finally:
+        host.replicas.close()

@@ -51,14 +51,14 @@ def test_a_replica_of_an_abandoned_history_is_not_used(setup: Setup) -> None:
 def test_a_handed_over_directory_that_is_not_what_its_provider_announced_is_never_served(setup: Setup) -> None:
     """The node adopts a provider's closed directory without opening it (a stopped query hands over hundreds at
     once) and checks it when first used: one holding version 2 announced as version 3 is replaced by an empty
-    replica then (logged), so the load takes nothing from it: it starts from that empty replica (version 0) or
-    the checkpoint location, and applies every version from there."""
+    replica then (logged), and the node answers the load that the replica is empty (it once handed that empty
+    replica out as version 0): the load reads the checkpoint location."""
     location = setup.history(10, versions=3)
     copy = location.restore(setup.root.parent / "copy-10", version=2, options=OPTIONS)
     lineage_3 = location.read_increment(3).lineage
     assert "adopted" in setup.hand_to_node(copy, announced=(3, lineage_3))
     loaded = setup.load(10, 3)
-    assert loaded["source"] == "checkpoint" or (loaded["source"], loaded["from"]) == ("replica", "0"), loaded
+    assert loaded["source"] == "checkpoint" and "the replica is empty" in loaded["passed"], loaded
     assert loaded["keys"] == str(1 + 2 + 3)
     log = setup.cluster.processes["n"].log()
     assert "adopted_directory_refused" in log and "not version 3 as announced" in log, log[-3000:]

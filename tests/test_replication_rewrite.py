@@ -243,3 +243,47 @@ def test_a_replica_one_version_past_serves_the_version_before_and_rewinds_by_its
             assert '"source": "undo_record"' in rewound and f'"store": "{store_id}"' in rewound, rewound
     finally:
         primary.close()
+
+
+@pytest.mark.parametrize("flag", [False, True], ids=["unflagged", "flagged"])
+def test_a_replica_whose_first_increment_of_the_kept_history_lies_past_a_gap_leaves_the_abandoned_one(
+    cluster: Cluster, tmp_path: Path, flag: bool
+) -> None:
+    # The replica holds old 4, a version Spark abandoned (re-ran from 3); the first increment of the kept history
+    # it receives is new 6 (new 4 and 5 were shipped before the primary knew its group). Its catch-up pulls new 5,
+    # which does not continue old 4: the replica rebuilds on the kept history and applies 5 and 6. It used to
+    # refuse that and every later increment, at old 4 for good.
+    store_id = f"5/{7 + flag}/default"
+    primary = Primary(tmp_path, store_id, cluster.addresses["node-a"])
+    try:
+        old, new = _two_histories(primary, 4, 3, 3)  # new 4, 5 and 6
+        _ship(cluster, "node-c", primary.ref, [(v, old[v - 1], False) for v in range(1, 5)])
+        acks = _ship(cluster, "node-c", primary.ref, [(6, new[2], flag)])
+        assert [(a.status, a.held.version) for a in acks] == [(replication_pb2.ACK_APPLIED, 6)], acks[0].detail
+        assert replica_digest(cluster.data_dir("node-c"), store_id) == (6, primary.digest())
+        rewound = cluster.processes["node-c"].log().split('"event": "history_rewound"')[-1].splitlines()[0]
+        assert f'"store": "{store_id}"' in rewound and '"reason": "lineage"' in rewound, rewound
+    finally:
+        primary.close()
+
+
+def test_a_buffered_increment_of_an_abandoned_history_is_dropped_when_the_gap_below_it_fills_from_the_kept_one(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # The replica holds 6 and buffers old 8 (old 7 lost on the way); its catch-up reads 7 from the checkpoint
+    # location, where Spark's re-run wrote new 7. Old 8 does not continue it: dropped (its bytes no longer counted
+    # against the reorder buffer), not a failed ack; new 8 then applies.
+    primary = Primary(tmp_path, "5/9/default", cluster.addresses["node-a"])
+    try:
+        old, new = _two_histories(primary, 8, 6, 2)  # new 7 and 8
+        _ship(cluster, "node-c", primary.ref, [(v, old[v - 1], False) for v in range(1, 7)])
+        acks = _ship(cluster, "node-c", primary.ref, [(8, old[7], False), (8, new[1], False)])
+        assert [(a.status, a.held.version) for a in acks] == [
+            (replication_pb2.ACK_BUFFERED, 7),
+            (replication_pb2.ACK_APPLIED, 8),
+        ], [a.detail for a in acks]
+        assert replica_digest(cluster.data_dir("node-c"), primary.ref.store_id) == (8, primary.digest())
+        dropped = cluster.processes["node-c"].log().split('"event": "buffered_increments_dropped"')[-1].splitlines()[0]
+        assert '"store": "5/9/default"' in dropped and '"from_version": 8' in dropped, dropped
+    finally:
+        primary.close()

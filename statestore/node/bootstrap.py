@@ -98,6 +98,10 @@ def receive_snapshot(
         start.store_id, start.version, tuple(SnapshotFile(f.name, f.size, f.crc32) for f in start.files)
     )
     expected = {f.name: f for f in manifest.files}
+    for name in expected:
+        # A snapshot is one flat RocksDB directory: a name that leaves it is a damaged (or hostile) manifest.
+        if not name or "/" in name or name in (".", ".."):
+            raise CorruptFileError(source, f"snapshot manifest names {name!r}, not a file of one directory")
     destination.mkdir(parents=True)
     progress = {name: (0, 0) for name in expected}  # name -> (bytes written, running crc)
     handles = {}
@@ -106,7 +110,7 @@ def receive_snapshot(
     try:
         for chunk in iterator:
             part = chunk.file
-            if part.name not in expected or "/" in part.name or part.offset != progress[part.name][0]:
+            if part.name not in expected or part.offset != progress[part.name][0]:
                 raise CorruptFileError(source, f"unexpected chunk {part.name!r} at offset {part.offset}")
             handle = handles.get(part.name)
             if handle is None:

@@ -209,6 +209,10 @@ class FileReplicas:
         """The executor kept a copy of `file`, a state file of partition `store` (normalized): this node is the
         partition's primary (unless the controller judged another node fresher since), and ships the file to
         the partition's replica group. Returns a note for the local channel's reply."""
+        if self.copies is not None and not self.copies.holds_path(file.copy_path):
+            # Shipped to peers as is: only a copy the executor's layer wrote may be named, never any file the
+            # node's user can read.
+            return f"refused: {file.copy_path} is not a copy in {self.copies.directory}"
         key = partition_key(store)
         with self._lock:
             demoted_at = self._demoted.get(key)

@@ -90,6 +90,13 @@ class HostCopies:
         self.directory = directory
         self._node_id = node_id
 
+    def holds_path(self, path: Path) -> bool:
+        """Whether `path` names a file directly in this directory (no link leads it elsewhere)."""
+        if path.is_symlink():
+            return False
+        return Path(os.path.realpath(path.parent)) == Path(os.path.realpath(self.directory)) and path.name not in (
+            "", ".", "..")
+
     def copy_path(self, checkpoint_path: str, name: str) -> Path:
         """Where the copy of `checkpoint_path` (whose name under its partition is `name`) lives."""
         return self.directory / copy_name(checkpoint_path, name)

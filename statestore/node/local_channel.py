@@ -443,7 +443,8 @@ class LocalChannelServer:
     def _answer_materialize(self, fields: bytes) -> Materialized:
         try:
             message = decode_materialize(fields)
-            self._paths.checked(message.target_dir, "target_dir")
+            target = self._paths.checked(message.target_dir, "target_dir")  # resolved: the node writes there
+            message = dataclasses.replace(message, target_dir=str(target))
         except (FrameError, PathRefused) as exc:
             log_event(_log, "local_channel_frame_refused", logging.WARNING, frame="MATERIALIZE", error=str(exc))
             return Materialized(MATERIALIZED_FAILED, 0, None, 0, f"bad MATERIALIZE frame: {exc}")
@@ -464,7 +465,8 @@ class LocalChannelServer:
         refused = ""
         if message.directory:
             try:
-                self._paths.checked(message.directory, "directory")
+                directory = self._paths.checked(message.directory, "directory")  # resolved: the node moves it
+                message = dataclasses.replace(message, directory=str(directory))
             except PathRefused as exc:
                 refused = str(exc)
                 log_event(_log, "local_channel_frame_refused", logging.WARNING, frame="DEMOTE", error=refused)

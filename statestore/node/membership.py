@@ -61,6 +61,9 @@ class Heartbeater:
         self._reports_epoch = 0  # under which the controller keeps this node's last reports (0: send them in full)
         self._sent_reports = b""  # those reports, as `_request` compares them
         self._beat_lock = threading.Lock()
+        # Guards `_node`, which a provider's LOAD and PROMOTE update on the local channel's thread: never the beat
+        # lock, held across the controller's RPCs (2-s deadlines), which that thread must not wait for.
+        self._node_lock = threading.Lock()
         self._failures = 0
         self._registered = False
         self._incoming: list[common_pb2.StoreRef] = []
@@ -78,7 +81,7 @@ class Heartbeater:
 
     def set_executor(self, executor_id: str, executor_host: str) -> None:
         """The Spark executor this node serves (a provider's PROMOTE names it), sent from the next heartbeat."""
-        with self._beat_lock:
+        with self._node_lock:
             if (self._node.executor_id, self._node.executor_host) != (executor_id, executor_host):
                 self._node.executor_id = executor_id
                 self._node.executor_host = executor_host
@@ -86,8 +89,15 @@ class Heartbeater:
 
     def set_executor_cores(self, cores: int) -> None:
         """The task slots of the executor this node serves (a provider's LOAD names them)."""
-        with self._beat_lock:
+        with self._node_lock:
             self._node.executor_cores = cores
+
+    def _node_now(self) -> control_pb2.NodeRef:
+        """A copy of this node's description as it is now."""
+        with self._node_lock:
+            node = control_pb2.NodeRef()
+            node.CopyFrom(self._node)
+            return node
 
     def beat(self) -> bool:
         """One heartbeat now (registering first if needed); returns whether the controller answered."""
@@ -96,7 +106,7 @@ class Heartbeater:
         with self._beat_lock:
             try:
                 if not self._registered:
-                    self._stub.Register(control_pb2.RegisterRequest(node=self._node), timeout=2.0)
+                    self._stub.Register(control_pb2.RegisterRequest(node=self._node_now()), timeout=2.0)
                     self._registered = True
                     log_event(_log, "registered", controller=self._settings.controller, node=self._node.node_id)
                 request, reports = self._request()
@@ -147,7 +157,7 @@ class Heartbeater:
         """The heartbeat to send, and the reports it carries as `reports_fingerprint` bytes (None: it carries
         none, since the controller keeps the same under `reports_epoch`)."""
         request = control_pb2.HeartbeatRequest(
-            node=self._node,
+            node=self._node_now(),
             primaries=self._primaries(),
             replicas_held=self._replicas_held(),
             opened_ahead=self._opened_ahead_now(),

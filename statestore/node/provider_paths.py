@@ -28,6 +28,9 @@ class ProviderPaths:
             raise PathRefused(f"{what} {named!r} is empty or holds a NUL byte")
         if not os.path.isabs(named):
             raise PathRefused(f"{what} {named!r} is not an absolute path")
+        if ".." in Path(named).parts:
+            # Checked lexically, `a/link/..` would pass as `a` while the kernel follows the link first.
+            raise PathRefused(f"{what} {named!r} holds a '..' component")
         path = Path(os.path.normpath(named))
         if path.name in ("", ".", ".."):
             raise PathRefused(f"{what} {named!r} names no directory entry")

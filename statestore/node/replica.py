@@ -36,7 +36,7 @@ from statestore import auth
 from statestore.checkpoint_location import CheckpointLocation
 from statestore.errors import CorruptFileError, LineageMismatchError, StateStoreError
 from statestore.faults.points import fault_point
-from statestore.increment import Increment, decode_increment
+from statestore.increment import EMPTY_LINEAGE, Increment, decode_increment
 from statestore.logs import log_event
 from statestore.node.bootstrap import receive_snapshot
 from statestore.node.catch_up import pull_from_node, read_from_checkpoint_location
@@ -242,7 +242,10 @@ class Replica:
                     primary=primary_address,
                     error=exc.problem,
                 )
-                self._fill(blob.version, primary_address)  # fetch it again from a sound source
+                try:
+                    self._fill_on_kept_history(blob.version, primary_address)  # fetch it again from a sound source
+                except StateStoreError as fill_exc:
+                    log_event(_log, "catch_up_failed", logging.WARNING, store=self.store_id, error=str(fill_exc))
                 return Receipt(Outcome.REJECTED_CORRUPT, self.version, exc.problem)
             try:
                 fault_point("apply", self.store_id)
@@ -288,7 +291,7 @@ class Replica:
         self._keep_in_buffer(increment, checksum)
         if self.version == 0 and increment.base_version >= self._settings.bootstrap_min_gap:
             self._bootstrap(primary_address)
-        self._fill(increment.base_version, primary_address)
+        self._fill_on_kept_history(increment.base_version, primary_address, (increment, checksum))
         if self.version >= increment.version:
             return Receipt(Outcome.APPLIED, self.version)
         return Receipt(Outcome.BUFFERED, self.version, f"gap: holding {self.version}, lacks {self.version + 1}")
@@ -348,16 +351,40 @@ class Replica:
 
     def _drain_buffer(self) -> None:
         for version in sorted(self._buffer):
-            if version <= self.version:
-                self._buffer.pop(version)
-                self._buffer_bytes.pop(version)
-            elif version == self.version + 1:
-                self._apply(*self._buffer.pop(version))
-                self._buffer_bytes.pop(version)
-            else:
+            if version > self.version + 1:
+                return
+            buffered = self._buffer.pop(version)
+            self._buffer_bytes.pop(version)  # before applying: an apply that fails must not keep its bytes counted
+            if version != self.version + 1:
+                continue
+            try:
+                self._apply(*buffered)
+            except LineageMismatchError as exc:
+                # Buffered from a history Spark abandoned (the version below it was rewritten since): dropped with
+                # whatever was buffered past it; the replica fills the gap from the kept history when it next can.
+                self._drop_buffered_from(version)
+                log_event(_log, "buffered_increments_dropped", logging.WARNING, store=self.store_id,
+                          from_version=version, error=str(exc))  # fmt: skip
                 return
 
     # ----------------------------------------------------------------- catch-up
+
+    def _fill_on_kept_history(
+        self, target: int, primary_address: str, waiting: tuple[Increment, int] | None = None
+    ) -> None:
+        """`_fill`, and if what it pulls continues another history than the one this replica holds (it holds a
+        version Spark abandoned and re-ran, and the first increment of the kept history it got lies beyond the
+        next version), rebuild it on the kept history and fill again; `waiting` (an increment past the gap, which
+        the rebuild drops from the buffer) is buffered again. Without this the replica stayed on the abandoned
+        version for good: every later increment's catch-up met the same mismatch."""
+        try:
+            self._fill(target, primary_address)
+        except LineageMismatchError as exc:
+            log_event(_log, "lineage_mismatch", logging.WARNING, store=self.store_id, error=str(exc))
+            self._rewind(exc.version, primary_address, "lineage")
+            if waiting is not None:
+                self._keep_in_buffer(*waiting)
+            self._fill(target, primary_address)
 
     def _fill(self, target: int, primary_address: str) -> None:
         """Apply the increments up to `target` that this replica lacks, from the primary, else the checkpoint;
@@ -467,19 +494,31 @@ class Replica:
         return staging
 
     def _replace_store(self, directory: Path | None) -> None:
-        """Swap the store for the one in `directory` (renamed into place), or an empty one if None."""
+        """Swap the store for the one in `directory` (renamed into place), or an empty one if None. If the swap
+        fails (a full disk, a damaged directory), the replica is left empty, never on the store it was replacing
+        (closed, and perhaps of an abandoned history); if even an empty store cannot be made, it reports version 0
+        and tries again when next used."""
         self._undo = None
-        self._store.close()
-        shutil.rmtree(self.directory / _DB_DIR, ignore_errors=True)
-        if directory is not None:
-            directory.rename(self.directory / _DB_DIR)
-        self._store = VersionedStore.open(
-            self.directory / _DB_DIR, self.store_id, self._settings.store_options(self.store_id)
-        )
-        # What was known of the versions applied described the store just replaced (a restored or bootstrapped
+        # What was known of the versions applied described the store being replaced (a restored or bootstrapped
         # version may differ from the one applied under its number).
         self._fingerprints.clear()
         self._lineages.clear()
+        db = self.directory / _DB_DIR
+        with contextlib.suppress(StateStoreError):  # it is discarded either way
+            self._store.close()
+        self._opened, self._announced = None, (0, EMPTY_LINEAGE)
+        try:
+            shutil.rmtree(db, ignore_errors=True)
+            if directory is not None:
+                directory.rename(db)
+            self._store = self._open_store()
+        except (StateStoreError, OSError) as exc:
+            log_event(_log, "replica_rebuild_failed", logging.WARNING, store=self.store_id, error=str(exc),
+                      detail="left empty: it catches up as a new replica does")  # fmt: skip
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+            shutil.rmtree(db, ignore_errors=True)
+            self._store = self._open_store()
         self._remember_lineage()
 
     def _bootstrap(self, primary_address: str) -> None:
@@ -548,6 +587,9 @@ class Replica:
         with self._lock:
             if self._retired:
                 return "the replica was dropped"
+            # Open an adopted directory first: one that does not hold what was announced is replaced by an empty
+            # store, which must not be handed out as the announced version's.
+            self._store  # noqa: B018
             if self.version == at_most + 1 and at_most > 0:
                 return self._checkpoint_before_last(target)
             if self.version > at_most:

@@ -159,6 +159,8 @@ class ReplicaLink:
         for entry in [k for k in self._unacked if key is None or k[0] == key]:
             del self._unacked[entry]
             dropped += 1
+        for entry in [k for k in self._attempts if key is None or k[0] == key]:
+            del self._attempts[entry]
         self._recount()
         return dropped
 
@@ -168,6 +170,8 @@ class ReplicaLink:
         self._pending = deque(s for s in self._pending if s.key != key or s.version < version)
         if key in self._nudges and self._nudges[key].version >= version:
             del self._nudges[key]
+        for entry in [k for k in self._attempts if k[0] == key and k[1] >= version]:
+            del self._attempts[entry]
         self._retry = [r for r in self._retry if r[2].key != key or r[2].version < version]
         for entry in [k for k in self._unacked if k[0] == key and k[1] >= version]:
             del self._unacked[entry]
@@ -271,11 +275,18 @@ class ReplicaLink:
                 else:
                     self._in_flight_bytes -= len(failed.data)
             if sent is None or not sent.stale:
-                self._acked[key] = held  # a replica restarted empty may go back: trust its latest word
-                for entry in [k for k in self._unacked if k[0] == key and k[1] <= held]:
+                rewritten_from = self._rewrites.get(key)
+                # Only a flagged shipment at or past the rewritten version, taken, says the replica handled the
+                # rewrite. Until then what it holds from that version on may be the abandoned history (a flagged
+                # rewrite it refused as corrupt, or an older version re-sent flagged after a broken stream).
+                handled = (sent is not None and sent.flagged and ack.status in _HANDLED
+                           and rewritten_from is not None and sent.version >= rewritten_from)  # fmt: skip
+                trusted = held if rewritten_from is None or handled else min(held, rewritten_from - 1)
+                self._acked[key] = trusted  # a replica restarted empty may go back: trust its latest word
+                for entry in [k for k in self._unacked if k[0] == key and k[1] <= trusted]:
                     self._in_flight_bytes -= len(self._unacked.pop(entry).data)
                     self._attempts.pop(entry, None)
-                if sent is not None and sent.flagged and ack.status in _HANDLED:
+                if handled:
                     self._rewrites.pop(key, None)
             self._cond.notify_all()
         slow = attempt - _FAILED_RETRIES - 1  # 0 for the first slow retry
@@ -510,8 +521,15 @@ class Shipper:
             self._ask_replica_groups(sync)
         with self._cond:
             links = [self._link(node) for node in partition.group]
-            for link in links:
+            for link in list(links):
                 self._wait_for_room(link, len(data), store.store_id)
+                # The wait let go of the lock: a demotion, or a group change, may have come meanwhile. A former
+                # primary's shipment could take a replica that follows the new primary back.
+                if self._partitions.get(key) is not partition:
+                    return ShipOutcome(version, {}, not sync, "demoted while waiting for room: not shipped")
+                if all(n.node_id != link.node_id for n in partition.group):
+                    links.remove(link)
+                    continue
                 link.enqueue(_Shipment(partition.store, version, data))
             synced = not sync
             if sync and links:
@@ -627,7 +645,8 @@ class Shipper:
                 left = {n.node_id for n in partition.group} - {n.node_id for n in new}
                 for node_id in left:
                     if node_id in self._links:
-                        self._links[node_id].drop_backlog(key)
+                        # Its nudge too: shipped to a node out of the group, it would make a replica there again.
+                        self._links[node_id].forget(key)
                 if [_member(n) for n in new] != [_member(n) for n in partition.group]:
                     log_event(
                         _log, "replica_group_changed", store=group.store.store_id, replicas=[n.node_id for n in new]
