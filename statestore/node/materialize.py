@@ -74,7 +74,7 @@ class Materializer:
         if self._is_primary(store):
             reasons.append("this node is the partition's primary: its copy is its provider's own directory")
         else:
-            answer = self._from_replica(store, request.version, target)
+            answer = self._from_replica(store, request.version, target, deadline)
             if isinstance(answer, Materialized):
                 return self._logged(store, request, answer, started)
             reasons.append(answer)
@@ -88,12 +88,18 @@ class Materializer:
         answer = Materialized(MATERIALIZED_NONE, 0, None, 0, "; ".join(reasons))
         return self._logged(store, request, answer, started)
 
-    def _from_replica(self, store: common_pb2.StoreRef, version: int, target: Path) -> Materialized | str:
+    def _from_replica(
+        self, store: common_pb2.StoreRef, version: int, target: Path, deadline: float
+    ) -> Materialized | str:
         replica = self._replicas.get(store)
         if replica is None:
             return "no replica here"
         try:
-            held = replica.checkpoint_into(target, version)
+            # Within the provider's deadline, less the time to answer: a replica busy with a catch-up or a bootstrap
+            # (minutes at worst) would otherwise hold this frame's thread, and its checkpoint would land in a
+            # directory the provider had given up on and deleted.
+            wait = deadline - time.monotonic() - _RENAME_MARGIN_SECONDS
+            held = replica.checkpoint_into(target, version, wait_seconds=wait)
         except StateStoreError as exc:
             shutil.rmtree(target, ignore_errors=True)
             return f"checkpoint of the replica failed: {exc}"

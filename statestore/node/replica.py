@@ -579,27 +579,35 @@ class Replica:
 
     # ----------------------------------------------------------------- serving and closing
 
-    def checkpoint_into(self, target: Path, at_most: int) -> tuple[int, bytes] | str:
+    def checkpoint_into(self, target: Path, at_most: int, wait_seconds: float | None = None) -> tuple[int, bytes] | str:
         """A RocksDB checkpoint of this replica (hard links where the file system allows) written to `target`,
         if it holds `at_most` or an older version of a known lineage: returns (version, lineage); else why not.
         A replica one version past `at_most` (Spark re-runs the batch it applied) writes its checkpoint taken
-        back by its undo record. Under the replica's lock, so no increment is applied meanwhile."""
-        with self._lock:
-            if self._retired:
-                return "the replica was dropped"
-            # Open an adopted directory first: one that does not hold what was announced is replaced by an empty
-            # store, which must not be handed out as the announced version's.
-            self._store  # noqa: B018
-            if self.version == at_most + 1 and at_most > 0:
-                return self._checkpoint_before_last(target)
-            if self.version > at_most:
-                return f"the replica holds version {self.version}, past {at_most}"
-            if self.lineage is None:
-                return f"the lineage of the replica's version {self.version} is not known"
-            if self.version == 0:
-                return "the replica is empty"
-            self._store.checkpoint(target)
-            return self.version, self.lineage
+        back by its undo record. Under the replica's lock, so no increment is applied meanwhile; waited for at most
+        `wait_seconds` (None: as long as it takes)."""
+        if not self._lock.acquire(timeout=-1 if wait_seconds is None else max(wait_seconds, 0.0)):
+            return "the replica is busy (a catch-up or a bootstrap under way) past the load's deadline"
+        try:
+            return self._checkpoint_locked(target, at_most)
+        finally:
+            self._lock.release()
+
+    def _checkpoint_locked(self, target: Path, at_most: int) -> tuple[int, bytes] | str:
+        if self._retired:
+            return "the replica was dropped"
+        # Open an adopted directory first: one that does not hold what was announced is replaced by an empty
+        # store, which must not be handed out as the announced version's.
+        self._store  # noqa: B018
+        if self.version == at_most + 1 and at_most > 0:
+            return self._checkpoint_before_last(target)
+        if self.version > at_most:
+            return f"the replica holds version {self.version}, past {at_most}"
+        if self.lineage is None:
+            return f"the lineage of the replica's version {self.version} is not known"
+        if self.version == 0:
+            return "the replica is empty"
+        self._store.checkpoint(target)
+        return self.version, self.lineage
 
     def _checkpoint_before_last(self, target: Path) -> tuple[int, bytes] | str:
         """A checkpoint of the version before the one held, written to `target` (the checkpoint taken back by

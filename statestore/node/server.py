@@ -317,10 +317,15 @@ class StateNode:
     def demote(self, store: common_pb2.StoreRef, message: Demote) -> str:
         """DEMOTE: the provider unloaded the partition; keep its directory as a replica if it is sound."""
         assert self.shipper is not None
-        self.shipper.release(store)
         if not message.directory or message.lineage is None:
+            self.shipper.release(store)
             return "released; nothing to adopt"
-        return self.replicas.adopt(store, Path(message.directory), message.version, message.lineage)
+        # Adopted before the release: once released, a shipment from the new primary no longer waits for this
+        # directory, and arriving in between it would make an empty replica, which the directory then could not
+        # become (the provider deletes it, and the replica bootstraps over the network).
+        note = self.replicas.adopt(store, Path(message.directory), message.version, message.lineage)
+        self.shipper.release(store)
+        return note
 
     def file_kept(self, store: common_pb2.StoreRef, message: FileKept) -> str:
         """FILE_KEPT: the executor kept a copy of one of the partition's state files (Spark's own RocksDB provider

@@ -140,6 +140,11 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
             awaited = f"{self._settings.identity} awaits its provider's store of {blob.store.store_id} (DEMOTE)"
             return self._failed(blob, awaited)
         replica = self._replicas.get_or_create(blob.store)
+        if self._is_primary(blob.store):
+            # Promoted between the check above and now (the promotion dropped any replica before this one was
+            # made): a replica of a partition this node leads, fed by its former primary, must not stay.
+            self._replicas.drop(blob.store, "this node became the partition's primary as the shipment arrived")
+            return self._failed(blob, f"{self._settings.identity} is the primary of {blob.store.store_id} now")
         receipt = replica.receive(blob, request.primary_address)
         return replication_pb2.ShipAck(
             held=common_pb2.VersionHeld(store=replica.ref, version=receipt.held),
