@@ -83,3 +83,20 @@ def test_a_sync_commit_right_after_a_promotion_waits_for_its_group_and_an_async_
     shipper.promote(async_store, 0)
     shipper.ship(async_store, data[0])
     assert asked == [False, True, False]  # the promotion's heartbeat is on its way: an async commit does not ask
+
+
+def test_a_partition_no_longer_led_keeps_its_index_only_while_its_bytes_are_kept(tmp_path: Path) -> None:
+    """The index of a partition the node stopped leading (demoted, released) shrinks to the versions replicas can
+    still pull, and goes with the last of them: a node's index no longer grows with every partition it ever led."""
+    _, data = _increments(tmp_path, 6)
+    log = IncrementLog(max_bytes=sum(len(d) for d in data[3:]))  # room for the newest three
+    for v, d in enumerate(data, start=1):
+        log.add("old", v, d)
+    assert [v for v in range(1, 7) if log.known("old", v)] == [1, 2, 3, 4, 5, 6]
+    log.retire("old")
+    assert [v for v in range(1, 7) if log.known("old", v)] == [4, 5, 6] and log.has("old")
+    for v, d in enumerate(data[3:], start=1):  # another partition's increments evict the old one's bytes
+        log.add("new", v, d)
+    assert not log.has("old") and all(log.known("old", v) is None for v in range(1, 7))
+    log.add("old", 7, data[0])  # led here again: indexed again
+    assert log.known("old", 7) is not None

@@ -8,9 +8,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import islice
 
-# Versions per partition whose size and checksum are remembered after their bytes were evicted; an entry
-# costs a few dozen bytes.
-DEFAULT_INDEXED_VERSIONS = 4096
+# Versions per partition whose size and checksum are remembered after their bytes were evicted. An entry costs
+# about 250 bytes of Python objects: at 4096, a node primary of 200 partitions held 200 MB of index after 4096
+# micro-batches. Spark re-runs only the newest batches (rewrite detection), and lag bytes past this many versions
+# come from the checkpoint location's file sizes.
+DEFAULT_INDEXED_VERSIONS = 256
 
 
 def increment_checksum(data: bytes) -> int:
@@ -35,25 +37,52 @@ class IncrementLog:
         self._max_indexed = max_indexed_versions
         self._entries: OrderedDict[tuple[str, int], bytes] = OrderedDict()
         self._index: dict[str, OrderedDict[int, LoggedVersion]] = {}
+        # Partitions this node no longer leads: their index shrinks to the versions whose bytes are still kept (for
+        # replicas that still pull), and goes with the last of them.
+        self._retired: set[str] = set()
         self._bytes = 0
         self._lock = threading.Lock()
 
     def add(self, partition: str, version: int, data: bytes) -> None:
         """Keep increment `version` of `partition`, evicting the oldest entries past the byte bound."""
         with self._lock:
+            self._retired.discard(partition)
             previous = self._entries.pop((partition, version), None)
             if previous is not None:
                 self._bytes -= len(previous)
             self._entries[(partition, version)] = data
             self._bytes += len(data)
             while self._bytes > self._max_bytes and len(self._entries) > 1:
-                _, evicted = self._entries.popitem(last=False)
+                (of, evicted_version), evicted = self._entries.popitem(last=False)
                 self._bytes -= len(evicted)
+                if of in self._retired:
+                    self._unindex(of, [evicted_version])
             index = self._index.setdefault(partition, OrderedDict())
             index.pop(version, None)
             index[version] = LoggedVersion(len(data), increment_checksum(data))
             while len(index) > self._max_indexed:
                 index.popitem(last=False)
+
+    def retire(self, partition: str) -> None:
+        """This node stopped leading `partition`: keep its index only for the versions whose bytes are kept."""
+        with self._lock:
+            index = self._index.get(partition)
+            if index is None:
+                return
+            kept = {v for p, v in self._entries if p == partition}
+            self._retired.add(partition)
+            self._unindex(partition, [v for v in index if v not in kept])
+
+    def _unindex(self, partition: str, versions: list[int]) -> None:
+        """Drop `versions` from the partition's index, and the index once empty (lock held)."""
+        index = self._index.get(partition)
+        if index is None:
+            return
+        for version in versions:
+            index.pop(version, None)
+        if not index:
+            del self._index[partition]
+            self._retired.discard(partition)
 
     def get(self, partition: str, version: int) -> bytes | None:
         """The bytes of increment `version`, or None if not kept."""
@@ -82,9 +111,7 @@ class IncrementLog:
             doomed = [key for key in self._entries if key[0] == partition and key[1] > version]
             for key in doomed:
                 self._bytes -= len(self._entries.pop(key))
-            index = self._index.get(partition, OrderedDict())
-            for v in [v for v in index if v > version]:
-                del index[v]
+            self._unindex(partition, [v for v in self._index.get(partition, {}) if v > version])
             return len(doomed)
 
     def sizes_between(self, partition: str, after: int, upto: int, limit: int) -> tuple[int, list[int], int]:

@@ -711,6 +711,7 @@ class Shipper:
             return 0
         for link in self._links.values():
             link.forget(key)
+        self._log.retire(key)
         log_event(
             _log,
             "demoted",
