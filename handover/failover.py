@@ -117,8 +117,18 @@ class Failover:
         # 2. fence
         self._membership.lose(node_id)
         tasks: dict[str, list[PartitionRecord]] = {}
-        for partition in self._membership.partitions():
-            if partition.primary == node_id:
+        partitions = self._membership.partitions()
+        with self._lock:
+            # Forgotten partitions' decisions go (status shows the last decision of each known partition).
+            known = {p.key for p in partitions}
+            self._steered = {k: v for k, v in self._steered.items() if k in known}
+            steered_here = {k for k, (decision, _) in self._steered.items() if decision.node_id == node_id}
+        for partition in partitions:
+            # Also a partition an earlier loss steered here that has not been promoted here yet: its primary is
+            # still the node lost before (a second loss in a row).
+            if partition.primary == node_id or (
+                partition.key in steered_here and not self._primary_alive(partition)
+            ):
                 tasks.setdefault(task_partition_key(partition.store), []).append(partition)
         decisions = []
         for task, stores in sorted(tasks.items()):
@@ -166,6 +176,10 @@ class Failover:
                 )
                 decisions.append(decision)
         return decisions
+
+    def _primary_alive(self, partition: PartitionRecord) -> bool:
+        record = self._membership.node(partition.primary)
+        return record is not None and self._membership.is_alive(record)
 
     def query_started(self, run_id: str, state_root: str, steer: SteerFunction) -> list[Steer]:
         """A query run `run_id` starts on the checkpoint whose stores live under `state_root` (a restart: Spark

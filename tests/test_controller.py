@@ -297,3 +297,33 @@ def test_a_node_back_at_its_address_after_its_silence_counts_as_a_false_death(ca
     assert membership.false_deaths == 1
     events = [r.getMessage() for r in caplog.records if r.name == "statestore.cluster.membership"]
     assert any("node_back" in e for e in events) and any("node_restarted" in e for e in events), events
+
+
+def test_an_idle_querys_partition_outlives_its_primarys_loss_for_forget_after() -> None:
+    """A node whose reports do not change (its query is idle, say a trigger every few minutes) sends them once and
+    then heartbeats "unchanged". Lost after more than `forget_after` of that, its partition must stay known for
+    `forget_after` from its last heartbeat, so that failover can steer it to a replica: it used to be forgotten at
+    once (the record dated from the last full report), and every replica of it retired."""
+    clock = FakeClock()
+    membership = Membership(dead_after=3.0, clock=clock, forget_after=60.0)
+    full = control_pb2.HeartbeatRequest(
+        node=control_pb2.NodeRef(node_id="a", address="a:1"),
+        primaries=[control_pb2.PrimaryReport(store=common_pb2.StoreRef(store_id="p-a"), version=7)],
+    )
+    epoch = membership.heartbeat(full)
+    assert epoch
+    unchanged = control_pb2.HeartbeatRequest(node=full.node, reports_epoch=epoch)
+    for _ in range(60):  # two minutes idle
+        clock.now += 2.0
+        assert membership.heartbeat(unchanged) == epoch
+        _beat(membership, "b", [])
+    for _ in range(3):  # a falls silent: dead after 3 s
+        clock.now += 2.0
+        _beat(membership, "b", [])
+    assert not membership.is_alive(membership.node("a"))
+    record = membership.partition(_key("p-a"))
+    assert record is not None and not membership.is_forgotten(_key("p-a"))
+    assert (record.primary, record.report.version) == ("a", 7)
+    clock.now += 60.0  # forgotten once unclaimed for forget_after
+    _beat(membership, "b", [])
+    assert membership.partition(_key("p-a")) is None and membership.is_forgotten(_key("p-a"))

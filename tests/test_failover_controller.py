@@ -111,3 +111,18 @@ def test_status_shows_each_partitions_last_load_and_the_failover() -> None:
     assert "loaded from" in shown and "replica v3 42ms" in shown
     assert "FAILOVER\n0/0/default: steered to executor b" in shown
     assert "a@10.0.0.1" in shown and "dead" in shown
+
+
+def test_a_partition_steered_to_an_executor_lost_before_it_ran_there_is_steered_again() -> None:
+    """Executor a is lost and its partition steered to b, whose node holds a replica; b is lost too before Spark ran
+    the partition there (its primary is still a's node). The partition goes to c, the other replica holder; it
+    used to be left where it was, and loaded from the checkpoint location."""
+    membership = Membership(dead_after=3.0, clock=FakeClock())
+    beat(membership, "a", primaries={"0/0/default": 7})
+    beat(membership, "b", replicas={"0/0/default": 7})
+    beat(membership, "c", replicas={"0/0/default": 6})
+    failover = Failover(membership)
+    asked: list[Steer] = []
+    assert [d.executor_id for d in failover.executor_lost("a", asked.append)] == ["b"]
+    again = failover.executor_lost("b", asked.append)
+    assert [(d.executor_id, d.version_held, d.lost_executor) for d in again] == [("c", 6, "b")]

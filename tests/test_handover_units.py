@@ -915,3 +915,21 @@ def test_waiting_for_an_operation_ends_at_its_timeout_naming_it() -> None:
             move({"1": "c"}, controller=f"127.0.0.1:{server.port}", timeout=0.5)
     finally:
         server.stop(grace=0.5)
+
+
+def test_an_adopted_group_naming_a_node_that_died_during_the_move_is_placed_again(
+    membership: Membership, clock: FakeClock
+) -> None:
+    """A move's final group is adopted when it promotes; a member that died during its warm-up (re-replication had
+    re-planned before) would otherwise stay in the plan, the partition without a live replica, until some other
+    change came."""
+    groups = ReplicaGroups(membership, q=1, rereplication_delay=0.0)
+    partition, t = key("0/0/default"), task("0/0/default")
+    groups.choose_replica_group(partition, "a")
+    clock.now += 4.0  # c dies (silent past dead_after); the others beat
+    beat(membership, "a", primaries=[store("0/0/default"), store("0/1/default"), store("0/0/default", OTHER_ROOT)])
+    beat(membership, "b", replicas=[store("0/0/default"), store("0/1/default")])
+    beat(membership, "d", executor=False)
+    assert "c" not in groups.choose_replica_group(partition, "a")  # the loss re-planned
+    groups.adopt({t: ReplicaGroup("a", ("c",))})  # the move's target group, c in it
+    assert groups.choose_replica_group(partition, "a") in (["b"], ["d"])

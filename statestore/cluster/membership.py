@@ -235,7 +235,7 @@ class Membership:
                 record.keys_version += 1
                 for key in before.keys() - claims.keys():
                     if self._winner.get(key) == node_id:  # its last record, before the claim is gone
-                        self._last_known[key] = _record(node_id, before[key])
+                        self._last_known[key] = _record(node_id, before[key], now)
                     self._claimants[key].discard(node_id)
                     self._settle(key)
             for key in claims:
@@ -308,8 +308,8 @@ class Membership:
         if best is None:
             winner = self._winner.pop(key, None)
             claim = self._nodes[winner].primaries.get(key) if winner in self._nodes else None
-            if claim is not None:  # a winner that died: its last claim is the record
-                self._last_known[key] = _record(winner, claim)
+            if claim is not None:  # a winner that died: its last claim is the record, claimed until it fell silent
+                self._last_known[key] = _record(winner, claim, self._nodes[winner].last_seen)
             if not self._claimants.get(key):
                 self._claimants.pop(key, None)
             return
@@ -407,7 +407,8 @@ class Membership:
         """Partition `key`'s record (lock held): its winner's latest claim, else the last one known."""
         winner = self._winner.get(key)
         if winner is not None:
-            return _record(winner, self._nodes[winner].primaries[key])
+            node = self._nodes[winner]
+            return _record(winner, node.primaries[key], node.last_seen)
         return self._last_known.get(key)
 
     def demoted(self, node_id: str) -> list[common_pb2.VersionHeld]:
@@ -527,8 +528,12 @@ class Membership:
         return self._clock() - record.last_seen
 
 
-def _record(node_id: str, claim: Claim) -> PartitionRecord:
-    return PartitionRecord(claim.report.store, node_id, claim.report, claim.seen_at)
+def _record(node_id: str, claim: Claim, claimed_until: float) -> PartitionRecord:
+    """The record a claim leaves once no live node claims the partition. `claimed_until`: the controller time of the
+    last heartbeat that claimed it. Not the claim's `seen_at`, the last heartbeat that sent its report in full: a node
+    whose reports do not change (an idle query) sends them once, and the partition of an idle query was forgotten,
+    and its replicas retired, the moment its primary was lost."""
+    return PartitionRecord(claim.report.store, node_id, claim.report, claimed_until)
 
 
 def _fresher(claim: Claim, other: Claim) -> bool:

@@ -240,9 +240,19 @@ class ReplicaGroups:
     def adopt(self, groups: Mapping[str, ReplicaGroup]) -> None:
         """Make `groups` (task partition -> group) the plan in force for those task partitions; re-plans
         start from it (and keep it unless moving pays)."""
+        unusable = sorted(
+            {n for group in groups.values() for n in group.nodes if n in self._draining or not self._alive(n)}
+        )
         with self._lock:
             if self._plan.placement is None:
                 return
+            if unusable:
+                # A member died (or began draining) while the hand-over ran, after re-replication had re-planned:
+                # adopted as is, the group would name it until some other change came. The next plan starts anew.
+                self._rescan = True
+                self._checked = ()  # the answer in force is stale although no membership change says so
+                log_event(_log, "adopted_group_replanned", nodes=unusable,
+                          detail="a member is dead or draining: re-planned at the next heartbeat")  # fmt: skip
             merged = dict(self._plan.placement.items())
             for task, group in groups.items():
                 if task in merged and len(group.replicas) == self._plan.placement.replicas:
@@ -254,6 +264,10 @@ class ReplicaGroups:
                 self._held = self._answer = replace(self._held, placement=adopted.placement)
             self._plan = adopted
             self._log_groups(groups)
+
+    def _alive(self, node_id: str) -> bool:
+        record = self._membership.node(node_id)
+        return record is not None and self._membership.is_alive(record)
 
     def demands(self) -> dict[str, PartitionDemand]:
         """Each task partition's demand (its stores' state and increment bytes summed), by task partition."""
@@ -361,6 +375,12 @@ class ReplicaGroups:
             self.last_replan_seconds = time.perf_counter() - started
             self.last_replan_groups = made.repaired or len(made.placement or ())
         with self._lock:
+            if self._plan is not plan:
+                # A hand-over's groups were adopted while this plan was being made (the solver runs without the
+                # lock): kept, and the next plan starts from them.
+                self._rescan = True
+                self._checked = ()
+                return self._plan
             self._plan = made
         return made
 
