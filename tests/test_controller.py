@@ -327,3 +327,25 @@ def test_an_idle_querys_partition_outlives_its_primarys_loss_for_forget_after() 
     clock.now += 60.0  # forgotten once unclaimed for forget_after
     _beat(membership, "b", [])
     assert membership.partition(_key("p-a")) is None and membership.is_forgotten(_key("p-a"))
+
+
+def test_what_the_controller_keeps_per_node_goes_with_nodes_the_membership_dropped() -> None:
+    """Executors come and go for the life of an application (each a node id of its own): the groups last sent and
+    the replicas last checked per node go once the membership drops a node (dead past forget_after)."""
+    from statestore.controller.retired_replicas import RetiredReplicas
+    from statestore.controller.sent_groups import SentGroups
+
+    clock = FakeClock()
+    membership = Membership(dead_after=3.0, clock=clock, forget_after=10.0)
+    chooser = ReplicaGroups(membership, q=1)
+    sent, retired = SentGroups(membership, chooser), RetiredReplicas(membership, chooser)
+    for i in range(100):
+        _beat(membership, f"gone-{i}", [f"p-{i}"])
+        sent.answer(f"gone-{i}", 0)
+        retired.of(f"gone-{i}")
+    clock.now += 20.0  # every one of them dead past forget_after
+    for node in ("a", "b"):
+        _beat(membership, node, [])
+        sent.answer(node, 0)
+        retired.of(node)
+    assert sorted(sent._sent) == ["a", "b"] and sorted(retired._checked) == ["a", "b"]

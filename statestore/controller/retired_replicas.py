@@ -79,6 +79,11 @@ class RetiredReplicas:
             elif verdict is None:
                 waiting.add(key)
         with self._lock:
+            if len(self._checked) > 64 and len(self._checked) > 2 * len(self._membership.nodes()) + 16:
+                # Nodes the membership dropped (dead past forget_after: executors come and go for the life of an
+                # application) take their entries with them.
+                for gone in [n for n in self._checked if self._membership.node(n) is None]:
+                    del self._checked[gone]
             self._checked[node_id] = _Checked(
                 node_changes,
                 keys_version,

@@ -75,6 +75,11 @@ class SentGroups:
             else:
                 epoch = self._next_epoch
                 self._next_epoch += 1
+            if len(self._sent) > 64 and len(self._sent) > 2 * len(self._membership.nodes()) + 16:
+                # Nodes the membership dropped (dead past forget_after: executors come and go for the life of an
+                # application) take their entries with them.
+                for gone in [n for n in self._sent if self._membership.node(n) is None]:
+                    del self._sent[gone]
             self._sent[node_id] = _Sent(epoch, node_changes, keys_version, group_position, task_position, now)
         groups = [
             control_pb2.ReplicaGroup(
