@@ -4,10 +4,15 @@ bootstrap, a rebuild after a history rewrite) must not hold up the others' incre
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+
+from statestore.logs import log_event
+
+_log = logging.getLogger("statestore.node.partition_lanes")
 
 
 class PartitionLanes:
@@ -37,7 +42,10 @@ class PartitionLanes:
                     del self._queued[key]
                     return
                 job = lane.popleft()
-            job()  # a job handles its own errors: one that raised would stop nothing else
+            try:
+                job()  # a job handles its own errors; one that raises anyway must not end its lane for good
+            except Exception as exc:
+                log_event(_log, "lane_job_failed", logging.ERROR, key=key, error=repr(exc))
 
     def shutdown(self) -> None:
         """Run what is queued, then stop the threads."""

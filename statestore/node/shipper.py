@@ -337,9 +337,10 @@ class ReplicaLink:
                 self._sent.clear()
                 self._generation += 1
                 generation = self._generation
-            channel = auth.channel(self.address, GRPC_MESSAGE_OPTIONS)
-            call = replication_pb2_grpc.ReplicationStub(channel).Ship(self._requests(generation))
+            channel = call = None
             try:
+                channel = auth.channel(self.address, GRPC_MESSAGE_OPTIONS)
+                call = replication_pb2_grpc.ReplicationStub(channel).Ship(self._requests(generation))
                 for ack in call:
                     self._on_ack(ack)
                     if failures:
@@ -366,12 +367,18 @@ class ReplicaLink:
                         attempt=failures,
                         retry_in=round(backoff, 3),
                     )
+            except Exception as exc:  # the link's thread must outlive any one stream (a TLS file unreadable...)
+                failures += 1
+                log_event(_log, "replica_link_failed", logging.ERROR, replica=self.node_id, peer=self.address,
+                          error=repr(exc), retry_in=round(backoff, 3))  # fmt: skip
             finally:
                 with self._cond:
                     self._generation += 1
                     self._cond.notify_all()
-                call.cancel()
-                channel.close()
+                if call is not None:
+                    call.cancel()
+                if channel is not None:
+                    channel.close()
             with self._cond:
                 if not self._closed:
                     self._cond.wait(backoff)
