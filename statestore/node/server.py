@@ -320,12 +320,15 @@ class StateNode:
         if not message.directory or message.lineage is None:
             self.shipper.release(store)
             return "released; nothing to adopt"
-        # Adopted before the release: once released, a shipment from the new primary no longer waits for this
-        # directory, and arriving in between it would make an empty replica, which the directory then could not
-        # become (the provider deletes it, and the replica bootstraps over the network).
-        note = self.replicas.adopt(store, Path(message.directory), message.version, message.lineage)
-        self.shipper.release(store)
-        return note
+        # Released first (a heartbeat between the two must not report both the claim and the replica: the
+        # controller retires a replica its node claims), with shipments told to wait for the directory meanwhile:
+        # one arriving in between would otherwise make an empty replica, which the directory then could not become
+        # (the provider deletes it, and the replica bootstraps over the network).
+        self.shipper.release(store, adopting=True)
+        try:
+            return self.replicas.adopt(store, Path(message.directory), message.version, message.lineage)
+        finally:
+            self.shipper.adopted(store)
 
     def file_kept(self, store: common_pb2.StoreRef, message: FileKept) -> str:
         """FILE_KEPT: the executor kept a copy of one of the partition's state files (Spark's own RocksDB provider

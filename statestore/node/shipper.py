@@ -689,13 +689,24 @@ class Shipper:
             self._retire_unwanted_links()
         return demoted
 
-    def release(self, store: common_pb2.StoreRef) -> bool:
-        """The local primary unloaded the partition: stop being its primary. Returns whether this node was."""
+    def release(self, store: common_pb2.StoreRef, adopting: bool = False) -> bool:
+        """The local primary unloaded the partition: stop being its primary. Returns whether this node was.
+        `adopting`: its directory is being adopted as this node's replica; shipments of the partition wait for
+        that (`awaits_local_release`) until `adopted`."""
+        key = partition_key(store)
         with self._cond:
-            self._awaiting_release.pop(partition_key(store), None)
-            released = self._stop_primary(partition_key(store), "released by the local primary")
+            if adopting:
+                self._awaiting_release[key] = time.monotonic()
+            else:
+                self._awaiting_release.pop(key, None)
+            released = self._stop_primary(key, "released by the local primary")
             self._retire_unwanted_links()
         return bool(released)
+
+    def adopted(self, store: common_pb2.StoreRef) -> None:
+        """The adoption `release(adopting=True)` announced is over (done or refused)."""
+        with self._cond:
+            self._awaiting_release.pop(partition_key(store), None)
 
     def awaits_local_release(self, store: common_pb2.StoreRef) -> bool:
         """Whether this node was demoted from the partition while its local provider still has it open, within
