@@ -132,7 +132,19 @@ final class LocalStore implements AutoCloseable {
     this.db = RocksDB.open(dbOptions, dir.getPath(), descriptors, hs);
     OPEN.incrementAndGet();
     for (int i = 0; i < names.size(); i++) handles.put(names.get(i), hs.get(i));
-    loadMeta();
+    try {
+      loadMeta();
+    } catch (RocksDBException | RuntimeException e) {
+      // Nobody holds this store yet to close it: a damaged meta column family must not leave the database open.
+      for (ColumnFamilyHandle h : hs) h.close();
+      handles.clear();
+      db.close();
+      OPEN.decrementAndGet();
+      writeOptions.close();
+      cfOptions.close();
+      dbOptions.close();
+      throw e;
+    }
   }
 
   /** Opens the database in {@code dir}, creating an empty store at version 0 when there is none. */

@@ -157,14 +157,22 @@ final class PreparedStores {
     long start = System.nanoTime();
     File dir = new File(LocalDirs.jvmDir(settings.localDir),
         "ahead_" + e.storeId().replaceAll("[^A-Za-z0-9_.-]", "_") + "_" + java.util.UUID.randomUUID());
-    FrameCodec.Materialized answer = channel.materialize(e.storeId(), e.checkpointDir(), e.version(), dir, false,
-        settings.materializeTimeoutMs);
-    if (!ChannelFrames.written(answer)) {
+    FrameCodec.Materialized answer;
+    LocalStore store;
+    try {
+      answer = channel.materialize(e.storeId(), e.checkpointDir(), e.version(), dir, false,
+          settings.materializeTimeoutMs);
+      if (!ChannelFrames.written(answer)) {
+        LocalDirs.deleteRecursively(dir);
+        LOG.debug("statestore: {} not opened ahead of its move: {}", e.storeId(), answer.message());
+        return null;
+      }
+      store = LocalStore.open(dir, e.storeId(), settings);
+    } catch (IOException | RuntimeException failed) {
+      // Asked again at the next poll (every 200 ms): each failure's hard-linked copy would stay until the JVM ends.
       LocalDirs.deleteRecursively(dir);
-      LOG.debug("statestore: {} not opened ahead of its move: {}", e.storeId(), answer.message());
-      return null;
+      throw failed;
     }
-    LocalStore store = LocalStore.open(dir, e.storeId(), settings);
     if (store.version() != answer.version() || store.lineage() == null
         || !java.util.Arrays.equals(store.lineage(), answer.lineage())) {
       discard(store, "it holds version " + store.version() + ", not what the node announced");

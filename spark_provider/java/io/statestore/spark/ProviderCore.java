@@ -178,7 +178,10 @@ public abstract class ProviderCore {
     if (version < 0) throw new IllegalArgumentException("Version cannot be less than 0: " + version);
     this.snapshotAtCommit = snapshotAtCommit;
     settleCurrent();
-    if (local == null && channel != null) takeOverFromPrevious();
+    if (local == null && channel != null) {
+      takeOverFromPrevious();
+      distrustUnappliedWrites(); // a store taken over whose last commit's writes failed in the background
+    }
     byte[] wanted = CheckpointIds.lineageOf(uniqueId, storeIdString, version);
     return handOut(version, true, () -> loader.load(local, !localDirty, localDir, version, wanted, this::closeLocal));
   }
@@ -214,6 +217,11 @@ public abstract class ProviderCore {
       // the load below needs the store whole.
       if (!current.settlePartial()) localDirty = true;
     }
+    distrustUnappliedWrites();
+  }
+
+  /** The local store is not trusted when its last commit's writes, applied in the background, did not land. */
+  private void distrustUnappliedWrites() {
     if (local != null && !localDirty && !local.writesApplied()) {
       localDirty = true; // LocalStore logged why
       LOG.info("statestore: the local directory of {} lacks its last commit's writes; the next load replaces it",
@@ -281,7 +289,17 @@ public abstract class ProviderCore {
         }
       });
     }
-    if (pending == null) local.beginBatch(); // else once the increment is applied (PartialMerge)
+    if (pending == null) {
+      try {
+        local.beginBatch(); // else once the increment is applied (PartialMerge)
+      } catch (RuntimeException e) {
+        // No store was handed out: the task fails, and a close Spark asks for must not wait for a writer forever.
+        writerOpen = false;
+        localDirty = true;
+        notifyAll();
+        throw e;
+      }
+    }
     if (channel != null && primary) {
       LAST_OWNER.put(partitionKey(), this);
       // Spark runs the partition's task here now: the node becomes its primary (no news when it already is,
@@ -731,6 +749,15 @@ public abstract class ProviderCore {
       }
     }
     synchronized (this) {
+      if (writerOpen || tasksUsing > 0) {
+        // A task loaded the store while this close waited for the snapshot (the maintenance thread unloaded the
+        // provider as that task took it): closing now would close RocksDB under it. Closed once the task ends.
+        closing = false;
+        closeDeferred = true;
+        LOG.info("statestore: close of {} deferred: a task loaded its store version {} during the close",
+            storeIdString, current == null ? -1 : current.version());
+        return;
+      }
       // After the commits already queued, the node stops claiming the partition (formats.md section 6), unless
       // another provider of this JVM (a later query run) took it since. A clean local directory is handed to
       // the node to keep as a replica (DEMOTE): the query's next run, or a move back, finds it warm.

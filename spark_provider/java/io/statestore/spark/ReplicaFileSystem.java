@@ -99,6 +99,6 @@ public class ReplicaFileSystem extends LocalFileSystem {
     FSDataOutputStream out = super.create(path, permission, overwrite, bufferSize, replication, blockSize, progress);
     StateFilePath file = StateFilePath.of(path);
     if (file == null) return out;
-    return new FSDataOutputStream(ReplicaFiles.teeing(out, path, file, getConf()), null);
+    return new FSDataOutputStream(ReplicaFiles.teeing(out, path, file, getConf(), this::getFileStatus), null);
   }
 }

@@ -237,10 +237,16 @@ final class ReplicaFiles {
   /** {@code upload}, the stream writing state file {@code path}, with every byte also written to a staged copy,
    * published when the upload closes: the copy holds what Spark wrote, whatever later happens to the checkpoint's
    * file. A copy that fails stops being written and is dropped (logged); the upload itself goes on. */
-  static OutputStream teeing(OutputStream upload, Path path, StateFilePath file, Configuration conf) {
+  static OutputStream teeing(OutputStream upload, Path path, StateFilePath file, Configuration conf,
+      StatusOf statusOf) {
     if (file == null) return upload;
     TeeStream tee = tee(upload, path, file, conf, false);
-    return tee == null ? upload : tee;
+    if (tee == null) return upload;
+    // Written straight to its final name (an object store's abortable stream): the copy records the file's
+    // modification time once uploaded, so that a later write of the same name and size elsewhere (a re-run batch)
+    // is told from it; without one, a copy would be trusted on its size alone.
+    tee.noteModifiedBy(() -> modified(path, statusOf));
+    return tee;
   }
 
   /** {@link #teeing} for a temporary file of a store without local renames (an object store): the bytes written

@@ -202,7 +202,7 @@ public class ReplicaFilterFileSystem extends FilterFileSystem {
    * state file's temporary (published by the rename to the final name). */
   private FSDataOutputStream copying(Path path, FSDataOutputStream out) throws IOException {
     StateFilePath file = StateFilePath.of(path);
-    if (file != null) return new FSDataOutputStream(ReplicaFiles.teeing(out, path, file, getConf()), null);
+    if (file != null) return new FSDataOutputStream(ReplicaFiles.teeing(out, path, file, getConf(), this::getFileStatus), null);
     Path target = StateFilePath.finalOfTemporary(path);
     StateFilePath finalFile = target == null ? null : StateFilePath.of(target);
     if (finalFile == null) return out;

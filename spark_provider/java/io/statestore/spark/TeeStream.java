@@ -13,6 +13,13 @@ final class TeeStream extends OutputStream implements Syncable {
   private final boolean untilRename;
   private OutputStream copy;
 
+  private java.util.function.LongSupplier modifiedAfterUpload = () -> 0;
+
+  /** How to learn the uploaded file's modification time (ms, 0 when not known) once its upload is closed. */
+  void noteModifiedBy(java.util.function.LongSupplier modified) {
+    modifiedAfterUpload = modified;
+  }
+
   TeeStream(OutputStream upload, OutputStream copy, ReplicaFiles.Staged staged, boolean untilRename) {
     this.upload = upload;
     this.copy = copy;
@@ -90,7 +97,7 @@ final class TeeStream extends OutputStream implements Syncable {
       if (untilRename) {
         staged.markComplete();
       } else {
-        staged.publish();
+        staged.publish(modifiedAfterUpload.getAsLong());
       }
     } catch (IOException e) {
       staged.failed(e);
