@@ -136,13 +136,7 @@ final class LocalStore implements AutoCloseable {
       loadMeta();
     } catch (RocksDBException | RuntimeException e) {
       // Nobody holds this store yet to close it: a damaged meta column family must not leave the database open.
-      for (ColumnFamilyHandle h : hs) h.close();
-      handles.clear();
-      db.close();
-      OPEN.decrementAndGet();
-      writeOptions.close();
-      cfOptions.close();
-      dbOptions.close();
+      closeDatabase();
       throw e;
     }
   }
@@ -717,6 +711,11 @@ final class LocalStore implements AutoCloseable {
   public void close() {
     writesApplied(); // the writer thread must be done with the database
     endBatch();
+    closeDatabase();
+  }
+
+  /** Closes the column families, the database and the options this store made. */
+  private void closeDatabase() {
     for (ColumnFamilyHandle h : handles.values()) h.close();
     handles.clear();
     db.close();
