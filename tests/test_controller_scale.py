@@ -14,7 +14,7 @@ from statestore.controller.replica_groups import ReplicaGroups
 from statestore.controller.service import ControlService
 from statestore.controller.simulated_cluster import measure_controller, store_of
 from statestore.partition_key import partition_key, task_partition_key
-from statestore.rpc import control_pb2
+from statestore.rpc import common_pb2, control_pb2
 
 
 class _Context:
@@ -56,6 +56,21 @@ def test_unchanged_reports_are_kept_and_an_epoch_the_controller_does_not_know_as
     fresh = Membership(dead_after=3.0, clock=FakeClock())  # a restarted controller
     assert fresh.heartbeat(control_pb2.HeartbeatRequest(node=_request("a", []).node, reports_epoch=epoch)) == 0
     assert fresh.partitions() == [] and fresh.live_node_ids() == ["a"]
+
+
+def test_a_node_told_to_delete_replicas_sends_its_reports_in_full_next_so_a_lost_reply_retires_them_again() -> None:
+    """The controller stops counting a replica it retires at once; if the node never got that reply, it still holds
+    the replica and its reports are unchanged: an epoch kept across the retirement would hide the replica for good."""
+    membership = Membership(dead_after=3.0, clock=FakeClock())
+    node = _request("b", []).node
+    held = common_pb2.VersionHeld(store=store_of(0, 0, 3), version=4)
+    epoch = membership.heartbeat(control_pb2.HeartbeatRequest(node=node, replicas_held=[held]))
+    key = partition_key(held.store)
+    membership.forget_replicas("b", [key])
+    assert key not in membership.replicas_of("b")
+    assert membership.heartbeat(control_pb2.HeartbeatRequest(node=node, reports_epoch=epoch)) == 0  # send them all
+    assert membership.heartbeat(control_pb2.HeartbeatRequest(node=node, replicas_held=[held])) != 0
+    assert key in membership.replicas_of("b")  # counted again, so the next look retires it again
 
 
 def test_a_node_hears_every_group_once_then_only_those_that_changed() -> None:

@@ -569,6 +569,11 @@ def test_a_stopped_querys_moves_end_at_once_and_its_primaries_stay(clock: FakeCl
         assert ended.state == "failed" and "its query stopped (run run-1)" in ended.moves[0].error, ended
         again = operations.move([PartitionMoveRequest("1", "b")])
         assert not again.moves and "its query is stopped" in again.notes[0], again
+        for number in range(200):  # runs of other queries stop: those that placed nothing left are not kept
+            operations.query_stopped(f"other-run-{number}")
+        assert len(operations._stopped_runs) <= 65, len(operations._stopped_runs)
+        still = operations.move([PartitionMoveRequest("1", "b")])
+        assert not still.moves and "its query is stopped" in still.notes[0], still
     finally:
         operations.stop()
 

@@ -501,7 +501,8 @@ class Membership:
     def forget_replicas(self, node_id: str, keys: list[str]) -> None:
         """`node_id` was told to delete its replicas of partitions `keys`: stop counting them as held now, not at
         its next heartbeat, so that no decision taken meanwhile (a hand-over's warm-up) relies on a copy that is
-        being deleted. A node that did not delete one reports it again, and it counts again."""
+        being deleted. The node's next heartbeat is asked for its reports in full: one that did not delete a replica
+        (it never got the reply) reports it again, and it counts again."""
         if not keys:
             return
         with self._lock:
@@ -509,6 +510,9 @@ class Membership:
             if record is not None:
                 gone = set(keys)
                 self._set_replicas(record, {k: h for k, h in record.replica_reports.items() if k not in gone})
+                # Its kept reports no longer match what it holds until it deleted them: if the reply telling it so
+                # is lost, an unchanged report must not keep them out of sight, so ask for its reports in full.
+                record.reports_epoch = 0
 
     def state_bytes(self, key: str) -> int:
         """The largest size on disk a live node reported for its replica of partition `key` (0 if none did), as

@@ -28,6 +28,7 @@ from statestore.partition_key import normalized_checkpoint_dir, task_partition_k
 from statestore.rpc import common_pb2, control_pb2
 
 _KEPT = 8  # operations kept for status once done
+_STOPPED_RUNS_CHECKED = 64  # past this many, the stopped runs no partition was last placed by are forgotten
 _log = logging.getLogger("statestore.controller.operations")
 _PARTITION_SPEC = re.compile(r"^(?:(?P<operator>\d+)/)?(?P<partition>\d+)(?:/(?P<store>.+))?$")
 
@@ -203,7 +204,14 @@ class Operations:
         """Spark query run `run_id` stopped: the primary moves of its partitions that are not served yet end
         (failed, saying so) instead of waiting for a batch it will not run, and no later command moves their
         primaries. Returns how many moves ended."""
+        placed_by = (
+            {p.report.place.run_id for p in self._membership.partitions()}
+            if len(self._stopped_runs) >= _STOPPED_RUNS_CHECKED
+            else None
+        )
         with self._lock:
+            if placed_by is not None:  # a run that placed no partition left can steer nothing: not kept for ever
+                self._stopped_runs &= placed_by
             self._stopped_runs.add(run_id)
             running = [m for m in self._operations if isinstance(m, Migration) and m.running]
         tasks = frozenset(

@@ -79,17 +79,36 @@ def build_status(
             progress = acked.get(node_id)
             if progress is not None:
                 held = max(held, progress.acked_version)
-            lag_bytes = progress.lag_bytes if progress is not None and progress.acked_version >= held else 0
             status.replicas.append(
                 control_pb2.ReplicaStatus(
                     node_id=node_id,
                     version_held=held,
                     lag_versions=max(report.version - held, 0),
-                    lag_bytes=lag_bytes if held < report.version else 0,
+                    lag_bytes=replica_lag_bytes(report.version, held, progress, report.increment_bytes),
                 )
             )
         reply.partitions.append(status)
     return reply
+
+
+def replica_lag_bytes(
+    version: int, held: int, progress: control_pb2.ReplicaProgress | None, mean_increment_bytes: int
+) -> int:
+    """Bytes a replica holding `held` still lacks of its primary's `version`.
+
+    The primary knows the bytes after the version its replica last acknowledged. A replica often reports holding
+    more than that (its own report outruns the ack, or a replica caught up through a bootstrap): then the bytes
+    after `held` are that figure's share for the versions still missing. With no ack at all, the primary's mean
+    increment times the versions missing (0 when no mean is known yet).
+    """
+    if held >= version:
+        return 0
+    missing = version - held
+    if progress is None or progress.acked_version >= version:
+        return missing * max(mean_increment_bytes, 0)
+    if progress.acked_version >= held:
+        return progress.lag_bytes
+    return progress.lag_bytes * missing // (version - progress.acked_version)
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
