@@ -389,7 +389,12 @@ public abstract class ProviderCore {
           // before the task asked for its write store, which lands in a new provider. Waiting would wait for
           // itself; the store is the task's own and clean, so it goes on in the new provider (the read store
           // then reads the same database).
-          if (tasksUsingIds.size() > 1 || store.hasUncommittedChanges()) return null;
+          if (tasksUsingIds.size() > 1) return null;
+          // Its read store may have the last increment still applied in the background (a partial load): the
+          // successor loads from the store as it finds it, so the increment must have landed (or the store is
+          // in doubt and not given).
+          if (current != null && !current.settlePartial()) return null;
+          if (store.hasUncommittedChanges()) return null;
           busy = false;
         }
         if (!busy && store.hasUncommittedChanges()) return null;
