@@ -44,6 +44,9 @@ final class ChangeSet {
   /** A record slot no longer live: the same key was written again later in the commit. */
   private static final byte DEAD = 0;
 
+  /** Dead records' bytes kept before a family's records are compacted (and only while they outweigh the live). */
+  static final int COMPACT_AFTER_DEAD_BYTES = 1 << 20;
+
   /** One column family's records (see the class comment). */
   static final class CfChanges {
     private byte[] ops = new byte[256];
@@ -57,6 +60,8 @@ final class ChangeSet {
     private int dataLen;
     private int records;
     private int dead;
+    /** Key and value bytes of the dead records, reclaimed by {@link #compact}. */
+    private long deadBytes;
     /** Open addressing: record index + 1 of the live record of a key, 0 for an empty slot. */
     private int[] slots = new int[512];
     /** The op of the key's live record before the last write ({@link #DEAD}: none). */
@@ -103,11 +108,65 @@ final class ChangeSet {
         freed = keyLen[previous] + valueLen[previous];
         ops[previous] = DEAD;
         dead++;
+        deadBytes += freed;
       }
       int r = append(op, key, value, h);
       slots[s] = r + 1;
       if (previous < 0 && 2 * live() > slots.length) rehash();
+      // A batch that rewrites its keys (a list state appended row by row, a key updated per input row) would
+      // otherwise keep every superseded value until the commit.
+      if (deadBytes > COMPACT_AFTER_DEAD_BYTES && deadBytes > dataLen - deadBytes) compact();
       return key.length + (value == null ? 0 : value.length) - freed;
+    }
+
+    /**
+     * Drops the dead records, keeping the live ones in order. New arrays, never rewritten in place: a write batch
+     * taken before ({@link #addUnwritten}) may still read the old ones. Records already in the database stay
+     * counted as written.
+     */
+    private void compact() {
+      int n = live();
+      int capacity = Math.max(256, Integer.highestOneBit(Math.max(1, n)) << 1);
+      byte[] ops2 = new byte[capacity];
+      int[] keyLen2 = new int[capacity];
+      int[] valueLen2 = new int[capacity];
+      int[] offset2 = new int[capacity];
+      int[] hashes2 = new int[capacity];
+      int liveBytes = (int) (dataLen - deadBytes);
+      byte[] data2 = new byte[Math.max(16 * 1024, liveBytes + liveBytes / 2)];
+      int w = 0;
+      int at = 0;
+      int written2 = 0;
+      for (int r = 0; r < records; r++) {
+        if (ops[r] == DEAD) continue;
+        int length = keyLen[r] + valueLen[r];
+        System.arraycopy(data, offset[r], data2, at, length);
+        ops2[w] = ops[r];
+        keyLen2[w] = keyLen[r];
+        valueLen2[w] = valueLen[r];
+        offset2[w] = at;
+        hashes2[w] = hashes[r];
+        if (r < written) written2++;
+        at += length;
+        w++;
+      }
+      ops = ops2;
+      keyLen = keyLen2;
+      valueLen = valueLen2;
+      offset = offset2;
+      hashes = hashes2;
+      data = data2;
+      dataLen = at;
+      records = w;
+      written = written2;
+      dead = 0;
+      deadBytes = 0;
+      indexLive(slots.length);
+    }
+
+    /** Bytes this family's records hold, the dead ones' included (what compaction bounds). */
+    int heldBytes() {
+      return dataLen;
     }
 
     /** The op of {@code key}'s live record ({@link #DEAD}: the commit did not write it). */
@@ -172,7 +231,12 @@ final class ChangeSet {
     }
 
     private void rehash() {
-      slots = new int[slots.length * 2];
+      indexLive(slots.length * 2);
+    }
+
+    /** A new index of {@code size} slots over the live records. */
+    private void indexLive(int size) {
+      slots = new int[size];
       int mask = slots.length - 1;
       for (int r = 0; r < records; r++) {
         if (ops[r] == DEAD) continue;
@@ -307,6 +371,13 @@ final class ChangeSet {
 
   long approxBytes() {
     return bytes;
+  }
+
+  /** Bytes the records of every family hold, superseded ones included. */
+  long heldBytes() {
+    long n = 0;
+    for (CfChanges c : byCf.values()) n += c.heldBytes();
+    return n;
   }
 
   Set<String> droppedCfs() {

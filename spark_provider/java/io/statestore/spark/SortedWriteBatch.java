@@ -84,6 +84,11 @@ final class SortedWriteBatch {
     return count == 0;
   }
 
+  /** The records in this batch. */
+  int count() {
+    return count;
+  }
+
   /** Appends records {@code which} of {@code recs} to column family {@code cfId}, in key order (equal keys in the
    * order given). */
   void add(int cfId, Records recs, int[] which) {
