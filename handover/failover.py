@@ -50,10 +50,16 @@ class Steer:
     version_held: int
     primary_version: int
     lost_executor: str
+    restarted_run: bool = False  # the query restarted on its checkpoint (Failover.query_started)
 
     def describe(self) -> str:
         """One line for logs and status."""
-        why = f"after executor {self.lost_executor} was lost" if self.lost_executor else "for a planned hand-over"
+        if self.lost_executor:
+            why = f"after executor {self.lost_executor} was lost"
+        elif self.restarted_run:
+            why = f"as query run {self.run_id} started"
+        else:
+            why = "for a planned hand-over"
         return (
             f"executor {self.executor_id} (node {self.node_id}, replica at version {self.version_held} of "
             f"{self.primary_version}) {why}"
@@ -69,11 +75,16 @@ SteerFunction = Callable[[Steer], None]
 
 
 def freshest_holder(
-    membership: Membership, task: str, stores: list[PartitionRecord], exclude: frozenset[str] = frozenset()
+    membership: Membership,
+    task: str,
+    stores: list[PartitionRecord],
+    exclude: frozenset[str] = frozenset(),
+    avoid: frozenset[str] = frozenset(),
 ) -> tuple[NodeRecord, dict[str, int]] | None:
     """The live node (with a known executor, not in `exclude`) to run task partition `task` on from its replica,
-    and the version it holds of each of its stores: the most stores held, then the highest version held by its
-    least fresh store, then the fewest primaries, then the node id (deterministic). None when no node holds any."""
+    and the version it holds of each of its stores: a node not in `avoid` (being drained: its executor runs no new
+    task) before one in it, then the most stores held, then the highest version held by its least fresh store,
+    then the fewest primaries, then the node id (deterministic). None when no node holds any."""
     held: dict[str, dict[str, int]] = {}  # node id -> partition key -> version
     records: dict[str, NodeRecord] = {}
     for partition in stores:
@@ -87,7 +98,7 @@ def freshest_holder(
 
     def rank(node_id: str) -> tuple:
         versions = held[node_id]
-        return (-len(versions), -min(versions.values()), len(records[node_id].primaries), node_id)
+        return (node_id in avoid, -len(versions), -min(versions.values()), len(records[node_id].primaries), node_id)
 
     best = min(held, key=rank)
     return records[best], held[best]
@@ -105,10 +116,17 @@ class Failover:
         self._lock = threading.Lock()
         self._steered: dict[str, tuple[Steer, float]] = {}  # partition key -> (decision, when)
 
-    def executor_lost(self, executor_id: str, steer: SteerFunction, skip: frozenset[str] = frozenset()) -> list[Steer]:
+    def executor_lost(
+        self,
+        executor_id: str,
+        steer: SteerFunction,
+        skip: frozenset[str] = frozenset(),
+        draining: frozenset[str] = frozenset(),
+    ) -> list[Steer]:
         """Steps 1 to 4 for Spark's report that executor `executor_id` is gone; returns the decisions taken.
         The task partitions in `skip` are left to the hand-over already steering them elsewhere (the executor
-        was drained as Spark decommissioned it)."""
+        was drained as Spark decommissioned it). Nodes `draining` take a lost partition only when no other node
+        holds it (their executors run no new task, or are about to be emptied)."""
         # 1. notice (the caller is Spark's executor-removed event)
         node_id = self._membership.node_of_executor(executor_id)
         log_event(_log, "executor_lost", executor=executor_id, node=node_id)
@@ -136,7 +154,7 @@ class Failover:
                 log_event(_log, "not_steered", task=task, why="a hand-over already steered it off the executor")
                 continue
             # 3. choose
-            target = freshest_holder(self._membership, task, stores)
+            target = freshest_holder(self._membership, task, stores, avoid=draining)
             if target is None:
                 continue
             record, held = target
@@ -181,13 +199,17 @@ class Failover:
         record = self._membership.node(partition.primary)
         return record is not None and self._membership.is_alive(record)
 
-    def query_started(self, run_id: str, state_root: str, steer: SteerFunction) -> list[Steer]:
+    def query_started(
+        self, run_id: str, state_root: str, steer: SteerFunction, draining: frozenset[str] = frozenset()
+    ) -> list[Steer]:
         """A query run `run_id` starts on the checkpoint whose stores live under `state_root` (a restart: Spark
         gave it a new run id). Spark's coordinator knows no place for the new run's partitions, so its first batch
         would load them wherever it runs them: steer each task partition the controller knows under that state
         root to its freshest replica holder, which loads it from its replica (the stopped run's provider on the
         old primary's executor stays the partition's owner there until Spark's maintenance unloads it, so that
         node has no copy to give yet); to the old primary's executor when no replica is held (q=0, one executor).
+        Nodes `draining` are chosen only when no other node holds the partition. The decisions are remembered as
+        a loss's are (status shows them; a loss of the chosen node before the new run's first batch steers again).
         Returns the decisions taken (none for a query never seen: nothing to keep)."""
         tasks: dict[str, list[PartitionRecord]] = {}
         for partition in self._membership.partitions():
@@ -196,7 +218,7 @@ class Failover:
                 tasks.setdefault(task_partition_key(partition.store), []).append(partition)
         decisions = []
         for task, stores in sorted(tasks.items()):
-            target = freshest_holder(self._membership, task, stores)
+            target = freshest_holder(self._membership, task, stores, avoid=draining)
             primary = self._membership.node(stores[0].primary)
             if target is not None:
                 record, held = target
@@ -220,12 +242,15 @@ class Failover:
                     held.get(partition.key, 0),
                     partition.report.version,
                     "",
+                    restarted_run=True,
                 )
                 try:
                     steer(decision)
                 except Exception as exc:  # steering is an optimisation: Spark still runs the task somewhere
                     log_event(_log, "steer_failed", logging.WARNING, store=partition.store.store_id, error=repr(exc))
                     continue
+                with self._lock:
+                    self._steered[partition.key] = (decision, time.monotonic())
                 log_event(
                     _log, "steered_restart", store=partition.store.store_id, checkpoint=partition.store.checkpoint_dir,
                     run_id=run_id, to_executor=record.executor_id, node=record.node_id,

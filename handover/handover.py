@@ -165,6 +165,26 @@ class HandOverProtocol:
             else f"replicas of primary {move.source} change"
         )
         self._record(move, Step.DECIDED, f"{what}; group afterwards {', '.join(move.final.nodes)}")
+        kept = self._replicas_now(move)
+        if kept and self._groups.held(move.task) is None:
+            # Until its warm-up starts (a later strategy batch, or a drain that just took its node out of every
+            # plan), the partition keeps the replicas it has: a re-plan would retire them before the new ones
+            # caught up, and a loss meanwhile would find no warm copy.
+            self._groups.hold(move.task, (move.source, *kept))
+
+    def _replicas_now(self, move: HandOver) -> list[str]:
+        """The live nodes holding a replica of `move`'s partition that its primary ships to or the plan in force
+        gives a role (not a stale copy on its way out)."""
+        kept: dict[str, None] = {}
+        for partition in self._stores(move.task):
+            shipped_to = {r.node_id for r in partition.report.replicas}
+            for record, _ in self._membership.holders(partition.key):
+                node_id = record.node_id
+                if node_id != move.source and (
+                    node_id in shipped_to or self._groups.has_role(partition.key, node_id) is True
+                ):
+                    kept[node_id] = None
+        return list(kept)
 
     def advance(self, move: HandOver, may_steer: bool) -> None:
         """Take `move` as far as it can go now; `may_steer` says whether its strategy batch is ready to steer."""
@@ -505,6 +525,8 @@ class HandOverProtocol:
         return self._membership.stores_of_task(task)
 
     def _record(self, move: HandOver, step: Step, detail: str, level: int = logging.INFO) -> None:
+        if move.finished and not (step is Step.DONE or step is Step.FAILED):
+            return  # ended meanwhile (abandoned from another thread): a late step must not bring it back
         now = self._clock()
         if step is not move.step:
             move._step_since = now

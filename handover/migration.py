@@ -141,10 +141,11 @@ class Migration:
             self._batch = batch
             current = [m for m in self.moves if m.batch == batch]
             while not self._stopped.is_set() and not all(m.served for m in current):
-                ready = all(
-                    (m.step is Step.WARM and self._protocol.opened_ahead(m)) or m.step is Step.STEERED or m.served
-                    for m in current
-                )
+                with self._step_lock:  # opened_ahead records a step: not while abandon fails the move
+                    ready = all(
+                        (m.step is Step.WARM and self._protocol.opened_ahead(m)) or m.step is Step.STEERED or m.served
+                        for m in current
+                    )
                 for move in self.moves:
                     if move.batch < batch or move in current:
                         # An urgent move (its executor is going) is steered as soon as its target is warm.

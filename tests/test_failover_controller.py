@@ -72,6 +72,29 @@ def test_a_lost_executors_partitions_go_to_their_freshest_replica_holders() -> N
     assert failover.executor_lost("x", asked.append) == []  # an executor with no node: nothing to do
 
 
+def test_a_node_being_drained_takes_a_lost_partition_only_when_no_other_holds_it() -> None:
+    """Spark is decommissioning b's executor (it runs no new task): a's partitions go to c, fresher on b or not;
+    one that only b holds still goes to b, its only warm copy."""
+    membership = Membership(dead_after=3.0, clock=FakeClock())
+    beat(membership, "a", primaries={"0/0/default": 7, "0/1/default": 7})
+    beat(membership, "b", replicas={"0/0/default": 7, "0/1/default": 7})
+    beat(membership, "c", replicas={"0/0/default": 6})
+    decisions = Failover(membership).executor_lost("a", lambda _: None, draining=frozenset({"b"}))
+    assert {d.store.store_id: d.executor_id for d in decisions} == {"0/0/default": "c", "0/1/default": "b"}
+
+
+def test_a_restarted_query_is_steered_to_a_holder_not_being_drained_and_status_shows_why() -> None:
+    membership = Membership(dead_after=3.0, clock=FakeClock())
+    beat(membership, "a", primaries={"0/0/default": 7})
+    beat(membership, "b", replicas={"0/0/default": 7})
+    beat(membership, "c", replicas={"0/0/default": 6})
+    failover = Failover(membership)
+    decisions = failover.query_started("run-2", PLACE.state_root, lambda _: None, draining=frozenset({"b"}))
+    assert [(d.executor_id, d.run_id) for d in decisions] == [("c", "run-2")]
+    key = "0/0/default@" + store("0/0/default").checkpoint_dir
+    assert failover.steered(key).startswith("executor c (node c, replica at version 6 of 7) as query run run-2 started")
+
+
 def test_the_stores_of_one_task_partition_move_together() -> None:
     """A stream-stream join loads four stores per partition in one task: they go to one executor, the one
     holding replicas of all of them, even when another holds a fresher copy of one store."""

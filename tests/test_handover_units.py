@@ -275,11 +275,16 @@ def membership(clock: FakeClock) -> Membership:
     """Node a runs partitions 0 and 1 of query ROOT and 0 of OTHER_ROOT; b replicates them; c is idle; d has no
     executor."""
     m = Membership(dead_after=3.0, clock=clock)
+    beat_as_before(m)
+    return m
+
+
+def beat_as_before(m: Membership) -> None:
+    """The fixture's nodes beat again, reporting what they did."""
     beat(m, "a", primaries=[store("0/0/default"), store("0/1/default"), store("0/0/default", OTHER_ROOT)])
     beat(m, "b", replicas=[store("0/0/default"), store("0/1/default")])
     beat(m, "c")
     beat(m, "d", executor=False)
-    return m
 
 
 def refused(call) -> OperationError:
@@ -386,6 +391,33 @@ def warm_move_to_b(membership: Membership, clock: FakeClock) -> tuple[HandOverPr
     return protocol, move
 
 
+def test_a_moves_partition_keeps_its_replicas_until_the_new_group_is_warm(membership: Membership) -> None:
+    """A drain takes b out of every plan as it starts; a move of a later strategy batch warms its new members only
+    when its turn comes. Until then the partition keeps b's replica: retiring it at once left the partition with
+    no warm copy while the new one caught up."""
+    shipping = control_pb2.PrimaryReport(
+        store=store("0/1/default"), version=3, replicas=[control_pb2.ReplicaProgress(node_id="b", acked_version=3)]
+    )
+    membership.heartbeat(
+        control_pb2.HeartbeatRequest(
+            node=control_pb2.NodeRef(node_id="a", address="a:1", executor_id="a", executor_host="10.0.0.1"),
+            primaries=[shipping],
+        )
+    )  # a ships partition 1's increments to b
+    groups = ReplicaGroups(membership, q=1)
+    levers = SparkLevers(steer=lambda _steer: None, locate=lambda _steer: "")
+    protocol = HandOverProtocol(membership, groups, levers, HandOverSettings(), FakeClock(), 0.0)
+    partition = key("0/1/default")
+    move = HandOver(task("0/1/default"), "a", "c", ReplicaGroup("c", ("a",)))  # b leaves the group afterwards
+    protocol.decide(move)
+    groups.drain("b")  # as a drain of b does once its operation is planned
+    assert groups.has_role(partition, "b") is True, "b's replica was retired before the move's warm-up"
+    protocol.advance(move, may_steer=False)  # its warm-up starts: the new members join, b stays until the end
+    assert set(groups.held(move.task)) == {"a", "b", "c"}
+    protocol.fail(move, "the test ends it")
+    assert groups.held(move.task) is None and groups.has_role(partition, "b") is False
+
+
 def test_a_warm_move_is_steered_once_its_targets_copy_is_opened_ahead(membership: Membership, clock: FakeClock) -> None:
     """Step 3 waits for B's executor to open its copy (B's node reports it), so that b*'s load only catches that
     copy up instead of asking the node inside the moved task."""
@@ -397,6 +429,26 @@ def test_a_warm_move_is_steered_once_its_targets_copy_is_opened_ahead(membership
          opened_ahead=[store("0/1/default")])  # fmt: skip
     assert protocol.opened_ahead(move) and move.opened_ahead == "open"
     assert "executor b opened its copy ahead of the move" in move.log[-1]
+
+
+def test_a_move_failed_while_its_copy_opened_ahead_is_checked_stays_failed(
+    membership: Membership, clock: FakeClock
+) -> None:
+    """Another thread (Spark decommissioning the target, the query stopping) fails the move between the check of
+    its step and the record of the opened copy: the late record must not bring it back to step 3 and a steer."""
+    beat(membership, "b", replicas=[store("0/0/default"), store("0/1/default")], opens_ahead=True,
+         opened_ahead=[store("0/1/default")])  # fmt: skip
+    protocol, move = warm_move_to_b(membership, clock)
+    node = membership.node
+
+    def failed_meanwhile(node_id: str):  # the interleaving: the abandon runs as the target's record is read
+        if node_id == "b" and not move.finished:
+            protocol.fail(move, "Spark is decommissioning executor b: the move cannot end there")
+        return node(node_id)
+
+    membership.node = failed_meanwhile
+    protocol.opened_ahead(move)
+    assert move.step is Step.FAILED, move.log
 
 
 def test_a_warm_move_is_steered_without_a_copy_opened_ahead_when_none_comes_in_time(
@@ -713,6 +765,38 @@ def test_a_drain_that_would_leave_too_few_executors_for_the_replicas_is_refused_
         assert "add an executor first" in str(error)
     finally:
         operations.stop()
+
+
+def test_nodes_drained_before_and_now_dead_do_not_count_against_a_drain(
+    membership: Membership, clock: FakeClock
+) -> None:
+    """Executors Spark decommissioned earlier stay marked as drained: they are gone, not among those left. With a,
+    b, c and d live and three dead nodes drained before, draining b leaves three, enough for q=1."""
+    groups = ReplicaGroups(membership, q=1)
+    operations = Operations(membership, groups)
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        for gone in ("x", "y", "z"):
+            beat(membership, gone)
+            groups.drain(gone)
+        clock.now = 10.0  # x, y and z fall silent: dead
+        beat_as_before(membership)
+        started = operations.drain("b")
+        assert started.state != "failed" and not started.error, started
+    finally:
+        operations.stop()
+
+
+def test_a_node_the_membership_forgot_leaves_the_draining_set(membership: Membership, clock: FakeClock) -> None:
+    groups = ReplicaGroups(membership, q=1)
+    beat(membership, "x")
+    groups.drain("x")
+    groups.current()
+    assert "x" in groups.draining()
+    clock.now = 10.0 + membership.dead_after + membership.forget_after  # x is dropped; the others beat on
+    beat_as_before(membership)
+    groups.current()
+    assert "x" not in groups.draining()
 
 
 def test_a_move_whose_target_node_restarts_ends_at_once_naming_it(membership: Membership) -> None:

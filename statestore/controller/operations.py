@@ -113,7 +113,8 @@ class Operations:
 
         def plan() -> tuple[list[HandOver], list[str]]:
             record = self.resolve_executor(executor, for_target=False)  # still alive when its turn comes
-            left = len(self._membership.live_node_ids()) - len(self._groups.draining() | {record.node_id})
+            # Live executors only: a node drained long ago may be dead and still listed as draining.
+            left = len(set(self._membership.live_node_ids()) - self._groups.draining() - {record.node_id})
             if left < 1:
                 raise OperationError(
                     grpc.StatusCode.FAILED_PRECONDITION,

@@ -348,6 +348,9 @@ class ReplicaGroups:
             self._pending |= changed
         records = self._membership.nodes()
         alive = {r.node_id for r in records if self._membership.is_alive(r)}
+        if self._draining:  # nodes the membership dropped (dead past forget_after) are drained for good
+            with self._lock:
+                self._draining &= {r.node_id for r in records}
         live = [r for r in records if r.node_id in alive and r.node_id not in self._draining]
         live_ids = frozenset(r.node_id for r in live)
         with self._lock:

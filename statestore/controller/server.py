@@ -98,7 +98,9 @@ class Controller:
     def query_started(self, run_id: str, state_root: str, steer: SteerFunction) -> list[Steer]:
         """A query run started on a checkpoint (its state stores under `state_root`): steer its partitions for its
         first batch to the executors holding them (handover.failover.Failover.query_started)."""
-        return self._service.failover.query_started(run_id, state_root, steer)
+        return self._service.failover.query_started(
+            run_id, state_root, steer, draining=self._service.operations.draining()
+        )
 
     def query_stopped(self, run_id: str) -> int:
         """A query run stopped: moves of its partitions that wait for Spark end, and no later operation moves
@@ -110,7 +112,9 @@ class Controller:
         each partition's next task with `steer` (handover.failover)."""
         node_id = self.membership.node_of_executor(executor_id)
         handed_over = self._service.operations.steered_from(node_id) if node_id else frozenset()
-        decisions = self._service.failover.executor_lost(executor_id, steer, skip=handed_over)
+        decisions = self._service.failover.executor_lost(
+            executor_id, steer, skip=handed_over, draining=self._service.operations.draining()
+        )
         self.failovers += 1
         self.failed_over_partitions += len(decisions)
         return decisions
