@@ -81,6 +81,9 @@ final class FileShipping {
     if (fetch.done() != mine) {
       try {
         return fetch.done().get(fetchTimeoutMs + 1000, java.util.concurrent.TimeUnit.MILLISECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt(); // a cancelled task stops loading
+        return false;
       } catch (Exception e) {
         return false;
       }

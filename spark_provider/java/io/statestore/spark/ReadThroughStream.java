@@ -51,19 +51,23 @@ final class ReadThroughStream extends InOrderStream {
         drop();
       }
     }
-    in.close();
-    if (copy == null) return;
-    OutputStream kept = copy;
-    copy = null;
     try {
-      kept.close();
-      if (pos == size) {
-        staged.publish();
-      } else {
-        staged.discard();
+      in.close();
+    } finally { // the copy's file and staging name go either way
+      if (copy != null) {
+        OutputStream kept = copy;
+        copy = null;
+        try {
+          kept.close();
+          if (pos == size) {
+            staged.publish();
+          } else {
+            staged.discard();
+          }
+        } catch (IOException e) {
+          staged.discard();
+        }
       }
-    } catch (IOException e) {
-      staged.discard();
     }
   }
 

@@ -2,6 +2,7 @@ package io.statestore.spark;
 
 import java.io.BufferedOutputStream;
 import java.io.File;
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -181,15 +182,28 @@ final class ReplicaFiles {
         discard();
         return;
       }
+      Copy kept;
       try {
         Files.move(staging.toPath(), copy.toPath(), StandardCopyOption.REPLACE_EXISTING,
             StandardCopyOption.ATOMIC_MOVE);
-        Copy kept = new Copy(copy, copy.length(), crc.getValue(), false, modified);
-        writeIndex(key, kept);
+        kept = new Copy(copy, copy.length(), crc.getValue(), false, modified);
+        try {
+          writeIndex(key, kept);
+        } catch (IOException | RuntimeException e) {
+          Files.deleteIfExists(copy.toPath()); // a copy without its index would be found by nothing, kept for ever
+          throw e;
+        }
         COPIES.put(key, kept);
-        FileShipping.kept(key, location, file, kept);
       } catch (IOException | RuntimeException e) {
         failed(e);
+        return;
+      }
+      try {
+        FileShipping.kept(key, location, file, kept);
+      } catch (RuntimeException e) {
+        LOG.warn("statestore-fs: {} {} is kept on this host, but its state node was not told, so no replica gets "
+            + "it ({}); a load on another host reads it from the checkpoint location", file.storeId(), file.name(),
+            e.toString());
       }
     }
 
@@ -205,6 +219,11 @@ final class ReplicaFiles {
     /** Drops the staged copy: the path's loads read the checkpoint location. */
     void discard() {
       staging.delete();
+    }
+
+    /** The state file this copy is of, for messages. */
+    String describe() {
+      return file.storeId() + " " + file.name();
     }
 
     void failed(Exception e) {
@@ -387,9 +406,19 @@ final class ReplicaFiles {
     long size = status.getLen();
     Copy copy = trustedOrFetched(path, file, size, status.getModificationTime(), conf);
     if (copy != null) {
-      FSDataInputStream served = opener.open(new Path(copy.file().toURI()), true);
-      return CheckpointReads.counted(new FSDataInputStream(new VerifyingStream(served, path, file, copy)), file,
-          copy.shipped() ? FrameCodec.SOURCE_REPLICA : FrameCodec.SOURCE_LOCAL);
+      FSDataInputStream served = null;
+      try {
+        served = opener.open(new Path(copy.file().toURI()), true);
+      } catch (FileNotFoundException e) {
+        // Deleted since it was found trusted (a retired replica's copies, retention, a rewrite): the checkpoint
+        // location still has the file.
+        LOG.info("statestore-fs: the copy of {} {} went away as it was opened; read from the checkpoint location",
+            file.storeId(), file.name());
+      }
+      if (served != null) {
+        return CheckpointReads.counted(new FSDataInputStream(new VerifyingStream(served, path, file, copy)), file,
+            copy.shipped() ? FrameCodec.SOURCE_REPLICA : FrameCodec.SOURCE_LOCAL);
+      }
     }
     FSDataInputStream in = opener.open(path, false);
     try {
@@ -418,6 +447,11 @@ final class ReplicaFiles {
     Files.deleteIfExists(target.toPath());
     try {
       Files.createLink(target.toPath(), copy.file().toPath());
+    } catch (java.nio.file.NoSuchFileException | java.nio.file.FileAlreadyExistsException e) {
+      // The copy went away since it was found trusted, or another thread linked the target meanwhile: this file
+      // is copied as usual; links as such still work.
+      LOG.debug("statestore-fs: {} {} not linked ({}); copied instead", file.storeId(), file.name(), e.toString());
+      return false;
     } catch (IOException | UnsupportedOperationException e) {
       if (!linksRefused) {
         linksRefused = true;

@@ -14,6 +14,7 @@ import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.FileUtil;
 import org.apache.hadoop.fs.FilterFileSystem;
+import org.apache.hadoop.fs.FutureDataInputStreamBuilder;
 import org.apache.hadoop.fs.Options;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.RawLocalFileSystem;
@@ -119,6 +120,14 @@ public class ReplicaFilterFileSystem extends FilterFileSystem {
     return CompletableFuture.completedFuture(open(path, parameters.getBufferSize()));
   }
 
+  // FilterFileSystem hands openFile to the wrapped file system, whose builder reads past the copies and the
+  // counters; Hadoop 3.4's FileUtil.copy (the fallback of copyToLocalFile below) opens with it.
+  @Override
+  public FutureDataInputStreamBuilder openFile(Path path) throws IOException, UnsupportedOperationException {
+    if (StateFilePath.of(path) == null) return super.openFile(path);
+    return createDataInputStreamBuilder(this, path);
+  }
+
   @Override
   public void copyToLocalFile(boolean delSrc, Path src, Path dst) throws IOException {
     copyToLocalFile(delSrc, src, dst, false);
@@ -208,8 +217,10 @@ public class ReplicaFilterFileSystem extends FilterFileSystem {
     if (finalFile == null) return out;
     TeeStream teed = ReplicaFiles.teeingUntilRename(out, target, finalFile, getConf());
     if (teed == null) return out;
-    ReplicaFiles.Staged previous = PENDING.put(path.toUri().getPath(), teed.staged());
+    String pending = path.toUri().getPath();
+    ReplicaFiles.Staged previous = PENDING.put(pending, teed.staged());
     if (previous != null) previous.discard();
+    teed.noteAbortedBy(() -> PENDING.remove(pending, teed.staged()));
     return new FSDataOutputStream(teed, null);
   }
 

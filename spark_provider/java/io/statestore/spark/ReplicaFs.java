@@ -82,18 +82,17 @@ public class ReplicaFs extends ChecksumFs {
     if (staged != null) staged.publish(ReplicaFiles.modified(target, this::getFileStatus));
   }
 
+  // FilterFs hands the builder-based open straight to the raw layer, past the copies and ChecksumFs's checks: a
+  // state file is served as open() serves it; any other file as before.
   @Override
   public CompletableFuture<FSDataInputStream> openFileWithOptions(Path path, OpenFileParameters parameters)
       throws IOException {
-    StateFilePath file = StateFilePath.of(path);
-    return super.openFileWithOptions(path, parameters).thenApply(in -> {
-      try {
-        return CheckpointReads.counted(in, file);
-      } catch (IOException e) {
-        throw new java.io.UncheckedIOException(e);
-      }
-    });
+    if (StateFilePath.of(path) == null) return super.openFileWithOptions(path, parameters);
+    int bufferSize = parameters.getBufferSize() > 0 ? parameters.getBufferSize()
+        : getServerDefaults(path).getFileBufferSize();
+    return CompletableFuture.completedFuture(open(path, bufferSize));
   }
+
 
   /** The raw local file system as an AbstractFileSystem (what Hadoop's package-private RawLocalFs is). */
   private static final class Raw extends DelegateToFileSystem {
