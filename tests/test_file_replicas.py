@@ -6,7 +6,9 @@ and node processes over gRPC; the copies directory's format is checked against J
 
 from __future__ import annotations
 
+import os
 import socket
+import time
 import zlib
 from pathlib import Path
 
@@ -120,6 +122,28 @@ def test_a_shipped_copy_is_checked_and_never_replaces_the_hosts_own(tmp_path: Pa
     assert not copies.holds(path, "4.changelog", len(again), zlib.crc32(again), 1_700_000_012_000)
     copies.write(path, "4.changelog", len(again), zlib.crc32(again), iter([again]), modified_ms=1_700_000_012_000)
     assert copies.entry(path, "4.changelog").modified_ms == 1_700_000_012_000  # type: ignore[union-attr]
+
+
+def test_leftovers_of_writers_killed_mid_write_are_swept_once_old(tmp_path: Path) -> None:
+    """An executor killed while it copied a state file leaves its staging file; one killed between a copy's rename
+    and its index leaves a copy nothing finds. Both go once an hour old; a young one may be a write under way in
+    another process of the host, and a copy with its index stays."""
+    copies = HostCopies(tmp_path / "copies", "node-b")
+    path = "/ckpt/state/0/3/4.changelog"
+    data = b"changelog bytes" * 100
+    copies.write(path, "4.changelog", len(data), zlib.crc32(data), [data])
+    directory = tmp_path / "copies"
+    old_staging = directory / ".0123456789abcdef-5.changelog.1b2c3d4e-0000-4000-8000-000000000000.tmp"
+    young_staging = directory / ".0123456789abcdef-6.changelog.1b2c3d4e-0000-4000-8000-000000000001.tmp"
+    orphan = directory / "0123456789abcdef-7.changelog"
+    for leftover in (old_staging, young_staging, orphan):
+        leftover.write_bytes(b"partial")
+    hours_ago = time.time() - 2 * 3600
+    for aged in (old_staging, orphan, copies.copy_path(path, "4.changelog")):
+        os.utime(aged, (hours_ago, hours_ago))
+    assert copies.sweep_leftovers() == 2
+    assert not old_staging.exists() and not orphan.exists() and young_staging.exists()
+    assert copies.copy_path(path, "4.changelog").read_bytes() == data and copies.entry(path, "4.changelog")
 
 
 def test_files_a_node_is_told_of_reach_the_replica_groups_host(tmp_path: Path) -> None:

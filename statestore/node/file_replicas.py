@@ -166,6 +166,10 @@ class FileReplicas:
         self._ask_groups = ask_groups
         directory = settings.replica_files_dir
         self.copies = HostCopies(directory, settings.identity) if directory is not None else None
+        if self.copies is not None:
+            swept = self.copies.sweep_leftovers()
+            if swept:
+                log_event(_log, "replica_files_swept", directory=str(directory), leftovers=swept)
         self._lock = threading.Lock()
         self._primaries: dict[str, _FilePrimary] = {}
         self._replicas: dict[str, _FileReplica] = {}

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import os
 import re
+import time
 import uuid
 import zlib
 from collections.abc import Iterable, Iterator
@@ -28,6 +29,8 @@ _STATE_FILE_NAME = re.compile(r"^(?:SSTs/[^/]+\.sst|(?P<version>\d+)(?:_[0-9a-fA
 _NODE_MARK = "node "
 _STORE_MARK = "store "
 _MODIFIED_MARK = "modified "
+_COPY_NAME = re.compile(r"^[0-9a-f]{16}-")  # copy_name's shape
+_LEFTOVER_SECONDS = 3600.0  # a write of the host's processes still under way is younger than this
 
 
 class FileCopyError(Exception):
@@ -89,6 +92,36 @@ class HostCopies:
     def __init__(self, directory: Path, node_id: str) -> None:
         self.directory = directory
         self._node_id = node_id
+
+    def sweep_leftovers(self, older_than_seconds: float = _LEFTOVER_SECONDS) -> int:
+        """Deletes what writers killed mid-write left behind, last touched over `older_than_seconds` ago: staging
+        files (`.<name>.<uuid>.tmp`) and copies without an index entry (found by nothing, kept by no one). Younger
+        ones may be writes still under way in another process of the host. Returns how many were deleted."""
+        cutoff = time.time() - older_than_seconds
+        names: set[str] = set()
+        found = []
+        with contextlib.suppress(OSError):
+            for item in os.scandir(self.directory):
+                names.add(item.name)
+                found.append(item)
+        deleted = 0
+        for item in found:
+            staging = item.name.startswith(".") and item.name.endswith(".tmp")
+            orphan = (
+                _COPY_NAME.match(item.name) is not None
+                and not item.name.endswith(INDEX_SUFFIX)
+                and item.name + INDEX_SUFFIX not in names
+            )
+            if not (staging or orphan):
+                continue
+            try:
+                if not item.is_file(follow_symlinks=False) or item.stat(follow_symlinks=False).st_mtime > cutoff:
+                    continue
+                os.unlink(item.path)
+                deleted += 1
+            except OSError:
+                continue
+        return deleted
 
     def holds_path(self, path: Path) -> bool:
         """Whether `path` names a file directly in this directory (no link leads it elsewhere)."""
