@@ -229,23 +229,29 @@ class HandOverProtocol:
 
     def _check_warm(self, move: HandOver, stores: list[PartitionRecord]) -> None:
         self._require_alive(move)
-        lagging = self._lagging(move, stores)
-        if not lagging:
+        behind = self._lagging(move, stores)
+        if not behind:
             self._record(move, Step.WARM, f"every new member within {self.settings.acceptable_lag} version(s)")
             return
+        lagging = [text for _, text in behind]
         move.waiting_for = (
             f"{', '.join(lagging)} to catch up; {self._left(move, self.settings.warm_up_timeout)} s left"
         )
         if self._clock() - move._step_since > self.settings.warm_up_timeout:
+            nodes = sorted({node_id for node_id, _ in behind})
+            who = ", ".join(
+                f"node {n} ({'the target' if n == move.target else 'a replica of the group afterwards'})" for n in nodes
+            )
             raise _Failed(
                 f"warm-up of {', '.join(lagging)} did not catch up within {self.settings.warm_up_timeout:g}s: "
-                "the target cannot become a replica (is its state node bootstrapping? see `statestore status`)"
+                f"{who} cannot become a replica in time (is its state node bootstrapping? see `statestore status`)"
             )
 
-    def _lagging(self, move: HandOver, stores: list[PartitionRecord]) -> list[str]:
-        """The new members (not the current primary) whose replicas are more than the acceptable lag behind (of an
-        urgent move: B only). A member other than B that died is not waited for: it cannot catch up, and the
-        re-replication that follows its loss replaces it in the group (B's loss fails the move)."""
+    def _lagging(self, move: HandOver, stores: list[PartitionRecord]) -> list[tuple[str, str]]:
+        """(node id, description) of each store of the new members (not the current primary) whose replicas are
+        more than the acceptable lag behind (of an urgent move: B only). A member other than B that died is not
+        waited for: it cannot catch up, and the re-replication that follows its loss replaces it in the group (B's
+        loss fails the move)."""
         behind = []
         members = ([move.target] if move.moves_primary else []) if move.urgent else move.final.nodes
         for node_id in members:
@@ -261,10 +267,11 @@ class HandOverProtocol:
             held = record.replicas_held if record is not None else {}
             for store in stores:
                 if held.get(store.key, -1) < store.report.version - self.settings.acceptable_lag:
-                    behind.append(
+                    behind.append((
+                        node_id,
                         f"node {node_id} ({store.store.store_id} at {held.get(store.key, 'none')} of "
-                        f"{store.report.version})"
-                    )
+                        f"{store.report.version})",
+                    ))
         return behind
 
     # 3. fix the batch and steer

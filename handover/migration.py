@@ -182,8 +182,11 @@ class Migration:
             state = "planned"
         elif self._ended is None:
             state = "running"
+        elif any(m.step is Step.FAILED for m in self.moves):
+            state = "failed"
         else:
-            state = "failed" if any(m.step is Step.FAILED for m in self.moves) else "done"
+            # Stopped with the controller before every move ended: not done.
+            state = "done" if all(m.finished for m in self.moves) else "stopped"
         failed = [m for m in self.moves if m.step is Step.FAILED]
         reply = control_pb2.OperationStatus(
             operation_id=self.operation_id,

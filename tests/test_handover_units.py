@@ -418,6 +418,22 @@ def test_a_moves_partition_keeps_its_replicas_until_the_new_group_is_warm(member
     assert groups.held(move.task) is None and groups.has_role(partition, "b") is False
 
 
+def test_a_warm_up_that_runs_out_of_time_names_the_node_behind_and_its_role(
+    membership: Membership, clock: FakeClock
+) -> None:
+    groups = ReplicaGroups(membership, q=1)
+    levers = SparkLevers(steer=lambda _steer: None, locate=lambda _steer: "")
+    protocol = HandOverProtocol(membership, groups, levers, HandOverSettings(warm_up_timeout=5.0), clock, 0.0)
+    move = HandOver(task("0/1/default"), "a", "b", ReplicaGroup("b", ("c",)))  # c holds nothing: it stays behind
+    protocol.decide(move)
+    protocol.advance(move, may_steer=False)
+    clock.now = 6.0
+    beat_as_before(membership)
+    protocol.advance(move, may_steer=False)
+    assert move.step is Step.FAILED, move.log
+    assert "node c (a replica of the group afterwards) cannot become a replica in time" in move.error, move.error
+
+
 def test_a_warm_move_is_steered_once_its_targets_copy_is_opened_ahead(membership: Membership, clock: FakeClock) -> None:
     """Step 3 waits for B's executor to open its copy (B's node reports it), so that b*'s load only catches that
     copy up instead of asking the node inside the moved task."""
@@ -797,6 +813,20 @@ def test_a_node_the_membership_forgot_leaves_the_draining_set(membership: Member
     beat_as_before(membership)
     groups.current()
     assert "x" not in groups.draining()
+
+
+def test_an_operation_the_controller_stopped_before_its_moves_ended_is_stopped_not_done(
+    membership: Membership,
+) -> None:
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    started = operations.move([PartitionMoveRequest("1", "c")])  # c holds nothing: its warm-up waits
+    assert wait_until(lambda: operations.status(started.operation_id).moves[0].step == "warming up")
+    operations.stop()
+    ended = wait_until(
+        lambda: operations.status(started.operation_id).state != "running" and operations.status(started.operation_id)
+    )
+    assert ended.state == "stopped", ended
 
 
 def test_a_move_whose_target_node_restarts_ends_at_once_naming_it(membership: Membership) -> None:

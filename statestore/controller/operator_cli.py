@@ -80,7 +80,7 @@ def _run(args: argparse.Namespace, name: str, start: Callable[[ControlClient], c
         except (ControlError, TimeoutError) as exc:
             print(f"statestore {name}: {exc}", file=sys.stderr)
             return 1
-    return 1 if status.state == "failed" else 0
+    return 1 if status.state in ("failed", "stopped") else 0
 
 
 def _follow(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from handover.failover import Steer, SteerFunction
+from handover.failover import SteerFunction
 from statestore.logs import log_event
 
 _log = logging.getLogger("statestore.controller.steering")
@@ -24,7 +24,6 @@ class SparkEvents:
 
     def __init__(self, controller: Any) -> None:
         self._controller = controller
-        self.failovers: list[tuple[str, list[Steer]]] = []  # (executor id, decisions), oldest first
         self.drained: dict[str, int] = {}  # decommissioning executor id -> its drain's operation id (0: none)
         self._announced: set[str] = set()
         self._drain_failed: set[str] = set()  # executors whose drain failed once (logged once, retried)
@@ -33,12 +32,14 @@ class SparkEvents:
         """Spark removed `executor_id`: fail its partitions over, steering each with `steer` (never raises: the
         caller's thread must outlive one failed failover, later losses need it too)."""
         log_event(_log, "spark_executor_removed", logging.WARNING, executor=executor_id, reason=reason)
+        # Gone for good: what was kept of its decommission goes (executors come and go for an application's life).
+        self.drained.pop(executor_id, None)
+        self._announced.discard(executor_id)
+        self._drain_failed.discard(executor_id)
         try:
-            decisions = self._controller.executor_lost(executor_id, steer)
+            self._controller.executor_lost(executor_id, steer)
         except Exception as exc:
             log_event(_log, "failover_failed", logging.ERROR, executor=executor_id, error=repr(exc))
-            return
-        self.failovers.append((executor_id, decisions))
 
     def decommissioning(self, executor_ids: list[str]) -> None:
         """Spark is decommissioning these executors now: start draining each not drained yet (call again with
