@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from handover.failover import LocateFunction, Steer, SteerFunction
+from handover.failover import LocateFunction, Steer, SteerFunction, freshest_holder
 from placement import ReplicaGroup
 from statestore.cluster.membership import Membership, NodeRecord, PartitionRecord
 from statestore.logs import log_event
@@ -210,11 +210,43 @@ class HandOverProtocol:
             move.waiting_for = ""
 
     def fail(self, move: HandOver, why: str) -> None:
-        """End `move` as failed: its group is no longer held, and `why` is recorded."""
+        """End `move` as failed: its group is no longer held, and `why` is recorded. A move that had steered Spark
+        to a target now gone (lost, or being decommissioned) steers the partition back where it can run warm."""
+        steered = move.step is Step.STEERED and move.moves_primary
         self._groups.release(move.task)
         move.error = why
         move.ended_at = self._clock()
         self._record(move, Step.FAILED, why, logging.WARNING)
+        if steered:
+            self._steer_back(move)
+
+    def _steer_back(self, move: HandOver) -> None:
+        """After a steered move failed because its target B cannot run the partition: steer the partition's next
+        task to its primary A if A is alive, else to its freshest replica holder other than B. A failover of A's
+        executor left the partition to this move, and none follows for B, whose node was never its primary."""
+        target = self._membership.node(move.target)
+        if target is not None and self._membership.is_alive(target) and move.target not in self._groups.draining():
+            return  # B can still run it; where Spark runs it is Spark's choice
+        stores = self._stores(move.task)
+        if not stores:
+            return
+        primary = self._membership.node(stores[0].primary)
+        if primary is not None and self._membership.is_alive(primary) and primary.node_id != move.target:
+            chosen: NodeRecord | None = primary
+        else:
+            found = freshest_holder(self._membership, move.task, stores, exclude=frozenset({move.target}))
+            chosen = found[0] if found is not None else None
+        if chosen is None or not (chosen.executor_id and chosen.executor_host):
+            log_event(_log, "not_steered_back", logging.WARNING, task=move.task, target=move.target,
+                      why="no live node with an executor holds the partition")  # fmt: skip
+            return
+        for decision in self._decisions([(s, s.report) for s in stores], chosen):
+            try:
+                self._levers.steer(decision)
+            except Exception as exc:  # steering is an optimisation: Spark still runs the task somewhere
+                log_event(_log, "steer_failed", logging.WARNING, task=move.task, error=repr(exc))
+                return
+        self._record(move, Step.FAILED, f"steered back to executor {chosen.executor_id} (node {chosen.node_id})")
 
     # 2. warm up
     def _warm_up(self, move: HandOver, stores: list[PartitionRecord]) -> None:
@@ -315,6 +347,12 @@ class HandOverProtocol:
         self._require_alive(move)
         target = self._membership.node(move.target)
         assert target is not None  # _require_alive checked it
+        behind = [text for node_id, text in self._lagging(move, stores) if node_id == move.target]
+        if behind:
+            # Warm when checked, maybe long ago (a batch's other moves, the open-ahead wait): B's node may have lost
+            # its copy since (restarted at the same address). Steering now would load cold.
+            self._record(move, Step.WARMING_UP, f"{', '.join(behind)} fell behind before the steer: warming up again")
+            return
         if not stores:
             raise _Failed(
                 f"partition {move.task} is no longer reported by any node (its query stopped, or its primary "

@@ -434,6 +434,25 @@ def test_a_warm_up_that_runs_out_of_time_names_the_node_behind_and_its_role(
     assert "node c (a replica of the group afterwards) cannot become a replica in time" in move.error, move.error
 
 
+def test_a_warm_move_whose_targets_copy_is_gone_warms_up_again_instead_of_steering(
+    membership: Membership, clock: FakeClock
+) -> None:
+    """B was warm when checked; before the steer its node restarted at the same address and reports no replica:
+    steering then would load cold."""
+    steered: list = []
+    groups = ReplicaGroups(membership, q=1)
+    protocol = HandOverProtocol(membership, groups, SparkLevers(steer=steered.append, locate=lambda _steer: ""),
+                                HandOverSettings(), clock, 0.0)  # fmt: skip
+    move = HandOver(task("0/1/default"), "a", "b", ReplicaGroup("b", ("a",)))
+    protocol.decide(move)
+    protocol.advance(move, may_steer=False)
+    assert move.step is Step.WARM
+    beat(membership, "b")  # the same address, nothing held
+    protocol.advance(move, may_steer=True)
+    assert move.step is Step.WARMING_UP and not steered, move.log
+    assert "fell behind before the steer" in move.log[-1]
+
+
 def test_a_warm_move_is_steered_once_its_targets_copy_is_opened_ahead(membership: Membership, clock: FakeClock) -> None:
     """Step 3 waits for B's executor to open its copy (B's node reports it), so that b*'s load only catches that
     copy up instead of asking the node inside the moved task."""
@@ -558,6 +577,20 @@ def steered_move_a_to_b(
     protocol.advance(move, may_steer=True)
     assert move.step is Step.STEERED and len(steered) == 1
     return heartbeat, protocol, move, membership
+
+
+def test_a_steered_move_whose_target_dies_steers_the_partition_back_to_its_primary(clock: FakeClock) -> None:
+    """B's executor is lost after the steer, before Spark ran the batch there: the move fails, and Spark, steered to
+    a dead executor, is steered back to A, which still holds the partition warm. No failover follows B's loss for
+    it: B's node was never its primary."""
+    steered: list = []
+    heartbeat, protocol, move, _ = steered_move_a_to_b(clock, steered)
+    clock.now = 5.0  # b falls silent past dead_after; a beats on
+    heartbeat("a", [placed("0/1/default", 3)])
+    protocol.advance(move, may_steer=True)
+    assert move.step is Step.FAILED, move.log
+    assert [(s.executor_id, s.node_id) for s in steered] == [("b", "b"), ("a", "a")]
+    assert "steered back to executor a (node a)" in move.log[-1]
 
 
 def test_a_steered_move_whose_partition_no_node_claims_waits_for_sparks_batch(clock: FakeClock) -> None:
