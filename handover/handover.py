@@ -481,7 +481,12 @@ class HandOverProtocol:
             f"{self._left(move, self.settings.promote_timeout)} s left"
         )
         if self._clock() - move._step_since > self.settings.promote_timeout:
-            raise _Failed(f"no batch ran the partition within {self.settings.promote_timeout:g}s of steering")
+            idle = min(store.report.seconds_since_commit for store in stores)
+            raise _Failed(
+                f"no batch ran the partition within {self.settings.promote_timeout:g}s of steering (its last commit "
+                f"was {idle:.0f}s ago: an idle query, or one whose trigger interval is longer, runs it at its next "
+                f"batch, still steered to executor {target.executor_id})"
+            )
 
     def _missed(self, move: HandOver, stores: list[PartitionRecord], target: NodeRecord) -> str:
         """Where Spark placed the partition instead of B since the steer ("" when nowhere else)."""

@@ -593,6 +593,19 @@ def test_a_steered_move_whose_target_dies_steers_the_partition_back_to_its_prima
     assert "steered back to executor a (node a)" in move.log[-1]
 
 
+def test_a_steered_move_of_an_idle_query_fails_saying_when_the_partition_last_committed(clock: FakeClock) -> None:
+    steered: list = []
+    heartbeat, protocol, move, _ = steered_move_a_to_b(clock, steered)
+    idle = placed("0/1/default", 3)
+    idle.seconds_since_commit = 301.0
+    clock.now = 301.0
+    heartbeat("a", [idle])
+    heartbeat("b")
+    protocol.advance(move, may_steer=True)
+    assert move.step is Step.FAILED, move.log
+    assert "its last commit was 301s ago" in move.error and "still steered to executor b" in move.error, move.error
+
+
 def test_a_steered_move_whose_partition_no_node_claims_waits_for_sparks_batch(clock: FakeClock) -> None:
     """Spark's maintenance unloads A's copy after the steer; with no batch for a minute the controller forgets the
     partition. The move waits for Spark's batch (it used to fail on an internal error), and B's load ends it."""
