@@ -980,6 +980,32 @@ def wait_until(condition, timeout: float = 10.0):
     return found
 
 
+def test_executors_decommissioned_in_one_event_are_drained_together_and_never_to_each_other(
+    membership: Membership,
+) -> None:
+    """Dynamic allocation scales a and b down at once. Drained one by one, a's partitions went to b, its replica
+    holder, not yet known to be going, and b's drain then waited behind a's while b exited: one drain of both, with
+    neither as a target."""
+    place = control_pb2.SparkPlace(run_id="0b5e8d7c-1f2a-4c3b-9d8e-7f6a5b4c3d2e", state_root=f"{ROOT}/state")
+    membership.heartbeat(
+        control_pb2.HeartbeatRequest(
+            node=control_pb2.NodeRef(node_id="a", address="a:1", executor_id="a", executor_host="10.0.0.1"),
+            primaries=[control_pb2.PrimaryReport(store=store("0/1/default"), version=3, place=place)],
+        )
+    )
+    groups = ReplicaGroups(membership, q=1)
+    operations = Operations(membership, groups)
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        answers = operations.decommissioning_all(["a", "b"])
+        assert answers["a"] and answers["a"] == answers["b"], answers
+        assert groups.draining() >= {"a", "b"}
+        status = operations.status(answers["a"])
+        assert status.moves and all(m.target_node not in ("a", "b") for m in status.moves), status
+    finally:
+        operations.stop()
+
+
 def test_a_decommissioning_executor_is_drained_at_once_to_its_replica_holders(membership: Membership) -> None:
     """Spark decommissions executor a (it runs no new task and exits once idle): every primary with a replica
     holder is steered there at once, without waiting for the group's new replicas, and a's node leaves every

@@ -15,9 +15,9 @@ class _Controller:
         self.drains: list[str] = []
         self.lost: list[str] = []
 
-    def executor_decommissioning(self, executor_id: str) -> int | None:
-        self.drains.append(executor_id)
-        return 7 if self.ready else None
+    def executors_decommissioning(self, executor_ids: list[str]) -> dict[str, int | None]:
+        self.drains.append(",".join(executor_ids))
+        return dict.fromkeys(executor_ids, 7 if self.ready else None)
 
     def executor_lost(self, executor_id: str, steer: object) -> list:
         self.lost.append(executor_id)
@@ -27,10 +27,10 @@ class _Controller:
 def test_a_decommissioned_executor_is_drained_once_and_forgotten_when_removed() -> None:
     controller = _Controller()
     events = SparkEvents(controller)
-    events.decommissioning(["3"])  # another operation runs: retried at the next call
+    events.decommissioning(["3", "4"])  # another operation runs: retried at the next call, together
     controller.ready = True
-    events.decommissioning(["3"])
-    events.decommissioning(["3"])  # drained already: not again
-    assert controller.drains == ["3", "3"] and events.drained == {"3": 7}
+    events.decommissioning(["3", "4"])
+    events.decommissioning(["3", "4"])  # drained already: not again
+    assert controller.drains == ["3,4", "3,4"] and events.drained == {"3": 7, "4": 7}
     events.executor_removed("3", "decommissioned", lambda _steer: None)
-    assert controller.lost == ["3"] and events.drained == {}
+    assert controller.lost == ["3"] and events.drained == {"4": 7}

@@ -140,39 +140,62 @@ class Operations:
         return self._submit("drain", strategy, plan, undo)
 
     def decommissioning(self, executor_id: str) -> int | None:
-        """Spark is decommissioning `executor_id`: it runs no new task and exits about a second after its last
-        one. Drain it at once, all at once: each primary goes to its freshest replica holder (urgent moves: only
-        that holder must be warm, new replicas follow), its replicas to other nodes, and no plan uses its node
-        again. Moves of a running operation to it fail. Returns the drain's operation id (0: the executor has no
-        node, or nothing to drain), None while another operation is still running (call again)."""
-        node_id = self._membership.node_of_executor(executor_id)
-        record = self._membership.node(node_id) if node_id else None
-        if record is None or not self._membership.is_alive(record):
-            log_event(_log, "decommission_not_drained", executor=executor_id, why="no live state node")
-            return 0
-        self._groups.drain(record.node_id)
+        """`decommissioning_all` of one executor: its drain's operation id (0: nothing to drain), None while
+        another operation is still running (call again)."""
+        return self.decommissioning_all([executor_id])[executor_id]
+
+    def decommissioning_all(self, executor_ids: list[str]) -> dict[str, int | None]:
+        """Spark is decommissioning `executor_ids` (one event: dynamic allocation scales several down at once):
+        each runs no new task and exits about a second after its last one. Drain them at once, all at once, in one
+        operation: each primary goes to its freshest replica holder on a node not being drained (urgent moves:
+        only that holder must be warm, new replicas follow), its replicas to other nodes, and no plan uses their
+        nodes again. Every node of the event is taken out of the plans before any is planned, so that no move goes
+        from one to another. Moves of a running operation to them fail. Returns, per executor, its drain's
+        operation id (0: the executor has no live node, or nothing to drain), None while another operation is
+        still running (call again)."""
+        answers: dict[str, int | None] = {}
+        records: dict[str, NodeRecord] = {}
+        for executor_id in executor_ids:
+            node_id = self._membership.node_of_executor(executor_id)
+            record = self._membership.node(node_id) if node_id else None
+            if record is None or not self._membership.is_alive(record):
+                log_event(_log, "decommission_not_drained", executor=executor_id, why="no live state node")
+                answers[executor_id] = 0
+                continue
+            records[executor_id] = record
+        for record in records.values():
+            self._groups.drain(record.node_id)
         with self._lock:
             running = [m for m in self._operations if m.running]
-        for migration in running:
-            if migration.kind == "decommission" and record.node_id in migration.draining:
-                return migration.operation_id
-            abandoned = migration.abandon_target(
-                record.node_id, f"Spark is decommissioning executor {executor_id}: the move cannot end there"
+        for executor_id, record in list(records.items()):
+            covering = next(
+                (m for m in running if m.kind == "decommission" and record.node_id in m.draining), None
             )
-            if abandoned:
-                log_event(_log, "moves_abandoned", operation=migration.operation_id, tasks=abandoned)
+            if covering is not None:
+                answers[executor_id] = covering.operation_id
+                del records[executor_id]
+                continue
+            for migration in running:
+                abandoned = migration.abandon_target(
+                    record.node_id, f"Spark is decommissioning executor {executor_id}: the move cannot end there"
+                )
+                if abandoned:
+                    log_event(_log, "moves_abandoned", operation=migration.operation_id, tasks=abandoned)
+        if not records:
+            return answers
         if running:
-            return None
+            return {**answers, **dict.fromkeys(records)}
+        left = frozenset(record.node_id for record in records.values())
         running_primaries = self._running_primaries()
-        pins = {task: node for task, node in running_primaries.items() if node != record.node_id}
-        left = frozenset({record.node_id})
+        pins = {task: node for task, node in running_primaries.items() if node not in left}
         notes = [
             f"Spark is decommissioning executor {executor_id} (node {record.node_id}): it runs no new task and "
             "exits once idle, so its partitions are handed over at the next batch, all at once, each to its "
             "freshest replica holder; new replicas warm up after"
+            for executor_id, record in records.items()
         ]
         for task, node in sorted(running_primaries.items()):
-            if node != record.node_id:
+            if node not in left:
                 continue
             stores = self._membership.stores_of_task(task)
             holder = freshest_holder(self._membership, task, stores, exclude=left | self._groups.draining())
@@ -189,17 +212,19 @@ class Operations:
         for move in moves:
             move.urgent = True
         try:
-            # Ahead of any queued command: the executor exits about a second after its last task.
+            # Ahead of any queued command: the executors exit about a second after their last task.
             status = self._start("decommission", Strategy.ALL_AT_ONCE, moves, [*notes, *more], jump_queue=True)
         except OperationError as exc:  # another operation started meanwhile
-            log_event(_log, "decommission_deferred", executor=executor_id, why=str(exc))
-            return None
+            log_event(_log, "decommission_deferred", executors=sorted(records), why=str(exc))
+            return {**answers, **dict.fromkeys(records)}
         with self._lock:
             started = next(m for m in self._operations if m.operation_id == status.operation_id)
-        started.draining.add(record.node_id)
-        log_event(_log, "decommission_drain", executor=executor_id, node=record.node_id,
-                  operation=status.operation_id, moves=len(moves))  # fmt: skip
-        return status.operation_id
+        started.draining.update(left)
+        for executor_id, record in records.items():
+            log_event(_log, "decommission_drain", executor=executor_id, node=record.node_id,
+                      operation=status.operation_id, moves=len(moves))  # fmt: skip
+            answers[executor_id] = status.operation_id
+        return answers
 
     def query_stopped(self, run_id: str) -> int:
         """Spark query run `run_id` stopped: the primary moves of its partitions that are not served yet end

@@ -119,10 +119,11 @@ class Controller:
         self.failed_over_partitions += len(decisions)
         return decisions
 
-    def executor_decommissioning(self, executor_id: str) -> int | None:
-        """Spark is decommissioning executor `executor_id` (it exits once idle): drain it now. Returns the drain's
-        operation id (0 when there is nothing to drain), None while another operation must end first."""
-        return self._service.operations.decommissioning(executor_id)
+    def executors_decommissioning(self, executor_ids: list[str]) -> dict[str, int | None]:
+        """Spark is decommissioning these executors (each exits once idle): drain them now, together. Returns per
+        executor its drain's operation id (0 when there is nothing to drain), None while another operation must
+        end first."""
+        return self._service.operations.decommissioning_all(executor_ids)
 
     def attach_spark(self, levers: SparkLevers) -> None:
         """Lend the controller the driver's levers on Spark's task placement, for operator commands."""

@@ -26,7 +26,7 @@ class SparkEvents:
         self._controller = controller
         self.drained: dict[str, int] = {}  # decommissioning executor id -> its drain's operation id (0: none)
         self._announced: set[str] = set()
-        self._drain_failed: set[str] = set()  # executors whose drain failed once (logged once, retried)
+        self._drain_failed: set[str] = set()  # events ("1,2") whose drain failed once (logged once, retried)
 
     def executor_removed(self, executor_id: str, reason: str, steer: SteerFunction) -> None:
         """Spark removed `executor_id`: fail its partitions over, steering each with `steer` (never raises: the
@@ -35,7 +35,7 @@ class SparkEvents:
         # Gone for good: what was kept of its decommission goes (executors come and go for an application's life).
         self.drained.pop(executor_id, None)
         self._announced.discard(executor_id)
-        self._drain_failed.discard(executor_id)
+        self._drain_failed = {key for key in self._drain_failed if executor_id not in key.split(",")}
         try:
             self._controller.executor_lost(executor_id, steer)
         except Exception as exc:
@@ -44,18 +44,22 @@ class SparkEvents:
     def decommissioning(self, executor_ids: list[str]) -> None:
         """Spark is decommissioning these executors now: start draining each not drained yet (call again with
         the executors still decommissioning to retry those whose drain had to wait)."""
-        for executor_id in executor_ids:
-            if executor_id in self.drained:
-                continue
+        waiting = [executor_id for executor_id in executor_ids if executor_id not in self.drained]
+        for executor_id in waiting:
             if executor_id not in self._announced:
                 self._announced.add(executor_id)
                 log_event(_log, "spark_executor_decommissioning", logging.WARNING, executor=executor_id)
-            try:
-                started = self._controller.executor_decommissioning(executor_id)
-            except Exception as exc:  # retried at the next call (logged once)
-                if executor_id not in self._drain_failed:
-                    self._drain_failed.add(executor_id)
-                    log_event(_log, "decommission_drain_failed", logging.ERROR, executor=executor_id, error=repr(exc))
-                continue
-            if started is not None:
-                self.drained[executor_id] = started
+        if not waiting:
+            return
+        try:
+            # Together: a drain of one must not hand its partitions to another that is about to go.
+            started = self._controller.executors_decommissioning(waiting)
+        except Exception as exc:  # retried at the next call (logged once)
+            key = ",".join(sorted(waiting))
+            if key not in self._drain_failed:
+                self._drain_failed.add(key)
+                log_event(_log, "decommission_drain_failed", logging.ERROR, executors=waiting, error=repr(exc))
+            return
+        for executor_id, operation_id in started.items():
+            if operation_id is not None:
+                self.drained[executor_id] = operation_id
