@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import sys
 from pathlib import Path
@@ -32,11 +33,52 @@ def _with_jar(existing: str | None, jar: str) -> str:
     return ",".join([*jars, jar])
 
 
+_DEFAULTS_LINE = re.compile(r"^\s*([^\s=:#!]+)\s*[=:\s]\s*(.*?)\s*$")
+
+
+def _defaults_file_confs() -> dict[str, str]:
+    """The confs of the `spark-defaults.conf` a launch of Spark's JVM from this process reads (SPARK_CONF_DIR,
+    else SPARK_HOME/conf), {} when there is none."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or (
+        str(Path(os.environ["SPARK_HOME"]) / "conf") if os.environ.get("SPARK_HOME") else ""
+    )
+    path = Path(conf_dir) / "spark-defaults.conf" if conf_dir else None
+    if path is None or not path.is_file():
+        return {}
+    found = {}
+    for line in path.read_text("utf-8", errors="replace").splitlines():
+        if line.strip().startswith(("#", "!")):
+            continue
+        match = _DEFAULTS_LINE.match(line)
+        if match:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+def _submitted_confs() -> dict[str, str]:
+    """The Spark confs this application has from outside its builder: spark-submit's (`--conf`, `--jars`, the jars
+    `--packages` resolved, `spark-defaults.conf`), read from the driver's JVM when spark-submit started this Python
+    (the JVM runs already, and the builder's options are laid over these); else those of the `spark-defaults.conf`
+    the JVM this process launches will read."""
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # connects to the JVM that started this process; launches nothing
+        return {str(k): str(v) for k, v in SparkConf().getAll()}
+    return _defaults_file_confs()
+
+
+def _builder_confs(builder: Any) -> dict[str, str]:
+    """What the session a builder makes will have: the confs from outside it, under its own options."""
+    return {**_submitted_confs(), **{k: str(v) for k, v in builder._options.items()}}
+
+
 def _existing_confs(builder_or_session: Any) -> dict[str, str]:
-    """The confs the builder (its options) or the running session already has under our settings' keys."""
-    options = getattr(builder_or_session, "_options", None)
-    if options is not None:
-        return {k: str(v) for k, v in options.items() if k.startswith(PREFIX) or k in BY_KEY}
+    """The confs the builder (its options, over spark-submit's and spark-defaults.conf's) or the running session
+    already has under our settings' keys."""
+    if getattr(builder_or_session, "_options", None) is not None:
+        confs = _builder_confs(builder_or_session)
+        return {k: v for k, v in confs.items() if k.startswith(PREFIX) or k in BY_KEY}
     conf = builder_or_session.sparkContext.getConf()
     found = {k: v for k, v in conf.getAll() if k.startswith(PREFIX) or k in BY_KEY}
     for key in BY_KEY:
@@ -69,7 +111,7 @@ def _python_confs(builder_or_session: Any) -> dict[str, str]:
     found = {}
     if not _spark_conf(builder_or_session, "spark.pyspark.driver.python"):
         found["spark.pyspark.driver.python"] = sys.executable
-    options = getattr(builder_or_session, "_options", None)
+    options = _builder_confs(builder_or_session) if hasattr(builder_or_session, "_options") else None
     master = options.get("spark.master") if options is not None else builder_or_session.sparkContext.master
     named = os.environ.get("PYSPARK_PYTHON") or any(
         _spark_conf(builder_or_session, key) for key in ("spark.executorEnv.PYSPARK_PYTHON", "spark.pyspark.python")
@@ -80,10 +122,9 @@ def _python_confs(builder_or_session: Any) -> dict[str, str]:
 
 
 def _spark_conf(builder_or_session: Any, key: str) -> str:
-    """A Spark conf the builder or the running SparkContext has ("" if unset)."""
-    options = getattr(builder_or_session, "_options", None)
-    if options is not None:
-        return str(options.get(key) or "")
+    """A Spark conf the builder (over spark-submit's) or the running SparkContext has ("" if unset)."""
+    if getattr(builder_or_session, "_options", None) is not None:
+        return str(_builder_confs(builder_or_session).get(key) or "")
     return builder_or_session.sparkContext.getConf().get(key) or ""
 
 
@@ -131,7 +172,20 @@ def enable(
     schemes of the checkpoint locations whose state files the layer keeps (default `("file",)`; for example
     `("s3a",)` or `("file", "abfss")`): a scheme other than `file` is wrapped around its own file system class.
     """
-    if spark_rocksdb or replica_files_dir is not None or checkpoint_schemes is not None:
+    _refuse_spark_connect(builder_or_session)
+    layer = spark_rocksdb or replica_files_dir is not None or checkpoint_schemes is not None
+    if hasattr(builder_or_session, "getOrCreate") and _context_running() and (spark_rocksdb or not layer):
+        if spark_rocksdb:
+            raise SettingError(
+                "spark_rocksdb=True needs the builder before any SparkContext starts in this process (Hadoop picks "
+                "the file: file system once per JVM, and the layer's classes must be on the driver's class path from "
+                "its start): call enable() before the first getOrCreate(), or restart the Python process"
+            )
+        # The running context's class path and plugins are fixed, and a builder's options would reach it only as
+        # SQL confs: configure the running session instead (the jar added, the controller attached).
+        enable(builder_or_session.getOrCreate(), jar, **settings)
+        return builder_or_session
+    if layer:
         return _enable_checkpoint_files(
             builder_or_session, jar, spark_rocksdb, replica_files_dir, settings, checkpoint_schemes or ("file",)
         )
@@ -154,6 +208,28 @@ def enable(
         session.conf.set(controller_key, _attach_controller(context, {**confs, **python_confs}, jar_path))
         session._jsparkSession.streams().addListener(context._jvm.io.statestore.spark.QueryStarts())
     return session
+
+
+def _context_running() -> bool:
+    """Whether a SparkContext runs in this process already."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
+def _refuse_spark_connect(builder_or_session: Any) -> None:
+    """A Spark Connect client cannot be enabled from its side: the driver is the server's JVM, and a client's
+    confs reach it only as runtime SQL confs (no jar, no plugin, no listener)."""
+    options = getattr(builder_or_session, "_options", None)
+    remote = (options or {}).get("spark.remote") or (os.environ.get("SPARK_REMOTE") if options is not None else "")
+    connect_session = type(builder_or_session).__module__.startswith("pyspark.sql.connect")
+    if remote or connect_session:
+        raise SettingError(
+            "enable() cannot turn a Spark Connect client onto the statestore provider: the driver is the Connect "
+            "server's JVM, and a client's confs reach it only as runtime SQL confs. Start the server with the confs "
+            "`statestore spark-conf` prints, then in the client: spark.conf.set("
+            f"'spark.sql.streaming.stateStore.providerClass', '{PROVIDER_CLASS}') (README, Spark Connect)"
+        )
 
 
 def _with_secret(builder_or_session: Any, confs: dict[str, str]) -> bool:
@@ -182,7 +258,9 @@ def _with_confs(builder: Any, confs: dict[str, str], jar_path: str, replicating:
     """`builder` with the jar, `confs` and, when replicating, the plugin (the driver side starts the controller;
     each executor starts its state node as it starts), the query listener (a restarted query's partitions are
     steered before its first batch) and the Python that runs them."""
-    options = builder._options if hasattr(builder, "_options") else {}
+    # The lists Spark takes one value of are merged with what spark-submit or spark-defaults.conf gave, which the
+    # builder's value would replace.
+    options = _builder_confs(builder) if hasattr(builder, "_options") else {}
     python_confs = _python_confs(builder) if replicating else {}
     builder = builder.config("spark.jars", _with_jar(options.get("spark.jars"), jar_path))
     if replicating:
@@ -222,9 +300,8 @@ def _enable_checkpoint_files(
             "spark_rocksdb=True needs a SparkSession.Builder, not a running session: Hadoop picks the file: file "
             "system once per JVM, and the layer's classes must be on the driver's class path from its start"
         )
-    options = builder._options if hasattr(builder, "_options") else {}
     jar_path = str(Path(jar) if jar is not None else provider_jar())
-    existing = {k: str(v) for k, v in options.items()}
+    existing = _builder_confs(builder) if hasattr(builder, "_options") else {}
     for key, value in checkpoint_file_confs(jar_path, existing, copies_dir, scheme_list(schemes)).items():
         builder = builder.config(key, value)
     applying = {BY_NAME[name].key for name in FILE_LAYER_SETTINGS}
