@@ -4,6 +4,7 @@ the `--jars`/`--conf` lines that put an application on our provider by Spark con
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -125,7 +126,7 @@ def spark_conf_lines(settings: dict[str, str], jar: str, python: str, defaults_f
     confs = _settings_confs(settings, base, python, file_layer=False)
     if defaults_file:
         return [f"spark.jars {jar}", *(f"{key} {value}" for key, value in confs.items())]
-    return [f"--jars {jar}", *(f"--conf {key}={value}" for key, value in confs.items())]
+    return [f"--jars {shlex.quote(jar)}", *(f"--conf {shlex.quote(f'{key}={value}')}" for key, value in confs.items())]
 
 
 def checkpoint_file_lines(
@@ -146,7 +147,8 @@ def checkpoint_file_lines(
     confs = _settings_confs(settings, layer, python, file_layer=True)
     if defaults_file:
         return [f"{key} {value}" for key, value in confs.items()]
-    return [f"--conf {key}={value}" for key, value in confs.items()]
+    # Shell words: a class name like NativeAzureFileSystem$Secure must not lose its `$Secure` when pasted.
+    return [f"--conf {shlex.quote(f'{key}={value}')}" for key, value in confs.items()]
 
 
 def _spark_conf(args: argparse.Namespace) -> int:
@@ -159,6 +161,10 @@ def _spark_conf(args: argparse.Namespace) -> int:
             print(f"statestore spark-conf: {pair!r} is not NAME=VALUE", file=sys.stderr)
             return 2
         settings[name.strip()] = value.strip()
+    if not args.spark_rocksdb and (args.replica_files_dir is not None or args.checkpoint_schemes):
+        print("statestore spark-conf: --replica-files-dir and --checkpoint-scheme apply with --spark-rocksdb only "
+              "(Spark's provider, our file layer)", file=sys.stderr)  # fmt: skip
+        return 2
     try:
         jar = args.jar or str(provider_jar())
         if args.spark_rocksdb:

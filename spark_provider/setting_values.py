@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 
 _INT_MAX = 2**31 - 1
@@ -80,13 +81,16 @@ class Integer:
             raise BadValue(self.expected)
         if isinstance(value, int):
             number = value
-        elif isinstance(value, str) and value.strip().lstrip("+-").isdigit() and value.strip().isascii():
-            number = int(value.strip())
+        elif isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+            number = int(value.strip())  # Java's Integer.parseInt takes no `_` and one sign
         else:
             raise BadValue(self.expected)
         if number < self.low or number > (_INT_MAX if self.high is None else self.high):
             raise BadValue(self.expected)
         return str(number)
+
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -103,13 +107,18 @@ class Number:
     def conf(self, value: object) -> str:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise BadValue(self.expected)
+        if isinstance(value, str) and not _DECIMAL.fullmatch(value.strip()):
+            raise BadValue(self.expected)  # what Java's Double.parseDouble would refuse when the query starts
         try:
             number = float(value)
         except ValueError:
             raise BadValue(self.expected) from None
         if not math.isfinite(number) or number < self.low or (number == self.low and not self.inclusive):
             raise BadValue(self.expected)
-        return str(value).strip() if isinstance(value, str) else repr(value)
+        # As Python writes a float (a numpy float's repr names its type): Java parses every such form.
+        if isinstance(value, str):
+            return value.strip()
+        return repr(value) if isinstance(value, int) else repr(float(number))
 
 
 @dataclass(frozen=True)

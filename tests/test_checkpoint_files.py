@@ -96,6 +96,19 @@ def test_spark_conf_prints_the_layers_confs_for_spark_submit() -> None:
     assert "--conf spark.executor.extraClassPath=/x/layer.jar" in done.stdout
     refused = _layer_spark_conf("sync=true")
     assert refused.returncode == 2 and "sync configure the statestore provider" in refused.stderr, refused.stderr
+    # A class name with `$` stays one shell word, `$Secure` and all, when the lines are pasted into a shell.
+    wasbs = _layer_spark_conf("--checkpoint-scheme", "wasbs")
+    assert wasbs.returncode == 0, wasbs.stderr
+    quoted = [line for line in wasbs.stdout.splitlines() if "$Secure" in line]
+    assert quoted and all("'" in line for line in quoted), wasbs.stdout
+
+
+def test_spark_conf_refuses_the_layers_options_without_spark_rocksdb() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "statestore.cli", "spark-conf", "--jar", "/x/p.jar", "--checkpoint-scheme", "s3a"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "apply with --spark-rocksdb only" in done.stderr, (done.stdout, done.stderr)
 
 
 def test_replication_runs_the_nodes_and_controller_unless_turned_off() -> None:

@@ -25,8 +25,8 @@ JAVA_READS = {s["name"] for s in load_spec("provider_settings")["setting"] if s.
 BAD = {
     Choice: ["lz4", "", "zstd,none"],
     Flag: ["yes", "1", ""],
-    Integer: ["abc", "1.5", "", "-1", "99999999999999999999999"],
-    Number: ["abc", "nan", "inf", "-1", "0", ""],
+    Integer: ["abc", "1.5", "", "-1", "99999999999999999999999", "1_000", "+-5"],
+    Number: ["abc", "nan", "inf", "-1", "0", "", "1_000", "+-5"],
     Address: ["nohost", "host:", "host:0", "host:70000", ":80"],
 }
 
