@@ -29,21 +29,26 @@ def executors_of(master: str, default: int = 3) -> int:
     return int(found.group(1)) if found else default
 
 
-def executor_pids() -> dict[str, int]:
-    """Executor id -> pid of every running executor JVM on this machine."""
+def executor_pids(app_id: str | None = None) -> dict[str, int]:
+    """Executor id -> pid of every running executor JVM on this machine, of Spark application `app_id` only when
+    given (executor ids repeat across applications: another one's executor "1" is not this one's)."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         argv = _argv(int(entry.name))
-        if argv and _EXECUTOR_MAIN in argv and "--executor-id" in argv:
-            found[argv[argv.index("--executor-id") + 1]] = int(entry.name)
+        if not argv or _EXECUTOR_MAIN not in argv or "--executor-id" not in argv:
+            continue
+        if app_id is not None and ("--app-id" not in argv or argv[argv.index("--app-id") + 1] != app_id):
+            continue
+        found[argv[argv.index("--executor-id") + 1]] = int(entry.name)
     return found
 
 
-def kill_executor(executor_id: str, timeout: float = 10.0) -> int:
-    """SIGKILL the JVM of executor `executor_id`, wait until it is gone, and return its pid."""
-    pid = executor_pids()[executor_id]
+def kill_executor(executor_id: str, timeout: float = 10.0, app_id: str | None = None) -> int:
+    """SIGKILL the JVM of executor `executor_id` (of application `app_id` when given), wait until it is gone,
+    and return its pid."""
+    pid = executor_pids(app_id)[executor_id]
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + timeout
     while _argv(pid) is not None:

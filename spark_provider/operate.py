@@ -97,6 +97,12 @@ def controller_address(controller: str | None = None, spark: Any = None) -> str:
             if secret and "redacted" not in secret:
                 auth.remember(address, secret)
             return address
+    if spark is not None:
+        # The session was named: another application's controller on this host is not its own.
+        raise ControlError(
+            f"the Spark session given names no statestore controller ({_CONTROLLER_KEY} is unset: replication is "
+            "off, or the session is not on the statestore provider); pass controller='HOST:PORT' to call one"
+        )
     try:
         address, secret = choose(None, None)
     except ControllerNotFound as exc:

@@ -180,9 +180,9 @@ def run_demo(args: argparse.Namespace) -> int:
             counts[primary] = counts.get(primary, 0) + 1
         victim = max(sorted(counts), key=lambda e: counts[e])
         lost = sorted(s for s, (primary, _, _) in groups.items() if primary == victim)
-        if victim not in executor_pids():
+        if victim not in executor_pids(spark.sparkContext.applicationId):
             raise RuntimeError(f"executor {victim} is not a JVM on this machine")
-        pid = kill_executor(victim)
+        pid = kill_executor(victim, app_id=spark.sparkContext.applicationId)
         print(f"kill -9 of executor {victim} (pid {pid}), primary of partition(s) "
               f"{', '.join(_partition(s) for s in lost)}", flush=True)
         steered = _wait(lambda: _steered(address, lost), 60, "Spark to report the executor lost")
