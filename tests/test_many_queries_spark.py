@@ -38,7 +38,7 @@ def test_three_queries_of_200_partitions_share_the_nodes_and_the_controller(tmp_
         ]
         try:
             for query in queries:
-                query.feed(3)
+                query.feed(2)  # two micro-batches each: state created, then carried and updated
                 query.start("statestore")
             for query in queries:
                 query.wait_processed(300)
