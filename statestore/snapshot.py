@@ -217,6 +217,11 @@ def read_manifest(snapshot_dir: str | Path, fs: CheckpointFS = LOCAL) -> Snapsho
                 f"(this code reads {SNAPSHOT_FORMAT_VERSION})",
             )
         files = tuple(SnapshotFile(str(f["name"]), int(f["size"]), int(f["crc32"])) for f in document["files"])
+        for file in files:
+            # A snapshot is one flat RocksDB directory: a name that leaves it (or replaces the manifest) is a
+            # damaged or hostile manifest, and its restore would write outside the store's directory.
+            if not file.name or "/" in file.name or "\\" in file.name or file.name in (".", "..", MANIFEST_NAME):
+                raise CorruptFileError(str(path), f"manifest names {file.name!r}, not a file of the snapshot")
         return SnapshotManifest(str(document["store_id"]), int(document["version"]), files)
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptFileError(str(path), f"manifest lacks or mangles a field: {exc!r}") from exc
