@@ -45,6 +45,13 @@ def _quiet(_message: str) -> None:
     pass
 
 
+def _abandoned(lineage: bytes, version: int, kept: bytes) -> str:
+    return (
+        f"lineage {lineage.hex()}, increment {version} has {kept.hex()} (a snapshot of a history a re-run batch "
+        "abandoned)"
+    )
+
+
 class CheckpointLocation:
     """The durable home of one store partition's increments and snapshots.
 
@@ -300,6 +307,9 @@ class CheckpointLocation:
                     self.fs.uri(self.fs.join(snapshot_dir, MANIFEST_NAME)),
                     f"holds version {manifest.version}, expected {base}",
                 )
+            kept = self._lineage_of(base)
+            if kept is not None and manifest.lineage is not None and kept != manifest.lineage:
+                raise CorruptFileError(name, _abandoned(manifest.lineage, base, kept))
             progress(f"store {self.store_id}: copying snapshot {base} ({manifest.total_bytes} bytes)")
             copy_snapshot_files(snapshot_dir, manifest, local_dir, self.fs)
             store = VersionedStore.open(local_dir, self.store_id, options)
@@ -311,11 +321,7 @@ class CheckpointLocation:
                 raise CorruptFileError(name, f"database is at version {store.version}, expected {base}")
             kept = self._lineage_of(base)
             if kept is not None and store.lineage is not None and kept != store.lineage:
-                raise CorruptFileError(
-                    name,
-                    f"lineage {store.lineage.hex()}, increment {base} has {kept.hex()} (a snapshot of a history a "
-                    "re-run batch abandoned)",
-                )
+                raise CorruptFileError(name, _abandoned(store.lineage, base, kept))
             return store
         except BaseException:
             store.close()
@@ -339,10 +345,26 @@ class CheckpointLocation:
         if keep_versions < 1:
             raise ValueError(f"keep_versions must be at least 1, got {keep_versions}")
         oldest_kept = self.latest_version() - keep_versions + 1
-        base = max((v for v in self.snapshot_versions() if v <= oldest_kept), default=None)
+        abandoned: list[str] = []
+        base = None
+        for candidate in sorted((v for v in self.snapshot_versions() if v <= oldest_kept), reverse=True):
+            try:
+                recorded = read_manifest(self.snapshot_dir(candidate), self.fs).lineage
+            except StateStoreError:
+                continue  # a restore passes it over and needs what lies below it
+            kept = self._lineage_of(candidate)
+            if recorded is None or kept is None or recorded == kept:
+                base = candidate
+                break
+            # Of a history a re-run batch abandoned. As a base, the increments below it would go, increment
+            # `candidate` (the kept history's lineage at that version) with them, and nothing could then tell the
+            # snapshot from the state a restore needs.
+            abandoned.append(self.snapshot_dir(candidate))
         if base is None:
-            return []
+            self._delete(abandoned, "retention: snapshot of an abandoned history")
+            return [Path(p) for p in abandoned] if self.fs.is_local else [self.fs.uri(p) for p in abandoned]
         doomed = [self.snapshot_dir(v) for v in self._listing(SNAPSHOT_SUFFIX) if v < base]
+        doomed += abandoned
         doomed += [self.increment_file(v) for v in self.increment_versions() if v <= base]
         self._delete(doomed, "retention")
         if self.fs.is_local:

@@ -30,6 +30,7 @@ from statestore.contract.increment_layout import (  # generated from protos/cont
     FORMAT_VERSION,
     LINEAGE_BYTES,
     MAGIC,
+    META_COLUMN_FAMILY,
     OP_DELETE,
     OP_DROP_COLUMN_FAMILY,
     OP_MERGE,
@@ -243,6 +244,7 @@ def _verify_envelope(data: bytes, source: str) -> _Envelope:
         name = reader.string()
         state, key_count = reader.unpack(_CF_TAIL)
         column_families.append(ColumnFamilyState(name, state == CF_EXISTS, key_count))
+        _check_column_family(source, column_families, state, key_count)
     stored_len, raw_len = reader.unpack(_BODY_LENGTHS)
 
     body_start = reader.offset
@@ -273,6 +275,20 @@ def _verify_envelope(data: bytes, source: str) -> _Envelope:
     increment.parent_lineage = parent_lineage
     increment.lineage = lineage
     return _Envelope(increment, flags, record_count, body_start, stored_len, raw_len)
+
+
+def _check_column_family(source: str, column_families: list[ColumnFamilyState], state: int, key_count: int) -> None:
+    """Refuse a column-family table entry no writer produces: applied, it would write the store's bookkeeping,
+    count keys below zero or give one family two states."""
+    name = column_families[-1].name
+    if not name or name == META_COLUMN_FAMILY:
+        raise CorruptFileError(source, f"column family name {name!r} is reserved")
+    if state not in (CF_EXISTS, CF_DROPPED):
+        raise CorruptFileError(source, f"column family {name!r} has unknown state {state}")
+    if key_count < 0:
+        raise CorruptFileError(source, f"column family {name!r} has a negative key count {key_count}")
+    if any(cf.name == name for cf in column_families[:-1]):
+        raise CorruptFileError(source, f"column family {name!r} is listed twice")
 
 
 def verify_increment(data: bytes, source: str = "<increment bytes>") -> Increment:

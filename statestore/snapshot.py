@@ -6,6 +6,7 @@ file system by default).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from statestore.errors import (
     StoreWriteError,
     UnsupportedFormatError,
 )
+from statestore.increment import LINEAGE_BYTES
 from statestore.store import VersionedStore
 
 MANIFEST_NAME = "MANIFEST.json"
@@ -46,6 +48,9 @@ class SnapshotManifest:
     store_id: str
     version: int
     files: tuple[SnapshotFile, ...]
+    # The lineage of the snapshot's version (docs/formats.md section 3.4); None when not known or not recorded
+    # (snapshots written before it was).
+    lineage: bytes | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -54,16 +59,16 @@ class SnapshotManifest:
 
     def to_json(self) -> str:
         """The manifest as the JSON document of docs/formats.md."""
-        return json.dumps(
-            {
-                "format": SNAPSHOT_FORMAT,
-                "format_version": SNAPSHOT_FORMAT_VERSION,
-                "store_id": self.store_id,
-                "version": self.version,
-                "files": [{"name": f.name, "size": f.size, "crc32": f.crc32} for f in self.files],
-            },
-            indent=1,
-        )
+        document: dict[str, object] = {
+            "format": SNAPSHOT_FORMAT,
+            "format_version": SNAPSHOT_FORMAT_VERSION,
+            "store_id": self.store_id,
+            "version": self.version,
+        }
+        if self.lineage is not None:
+            document["lineage"] = self.lineage.hex()
+        document["files"] = [{"name": f.name, "size": f.size, "crc32": f.crc32} for f in self.files]
+        return json.dumps(document, indent=1)
 
 
 def fsync_directory(path: Path) -> None:
@@ -121,7 +126,7 @@ def write_snapshot(store: VersionedStore, destination: str | Path, fs: Checkpoin
         store.checkpoint(local)
         staging.mkdir(parents=True)
         files = tuple(copy_with_crc(f, staging / f.name) for f in snapshot_files(local))
-        manifest = SnapshotManifest(store.store_id, store.version, files)
+        manifest = SnapshotManifest(store.store_id, store.version, files, store.lineage)
         with open(staging / MANIFEST_NAME, "w", encoding="utf-8") as out:
             out.write(manifest.to_json())
             out.flush()
@@ -130,8 +135,10 @@ def write_snapshot(store: VersionedStore, destination: str | Path, fs: Checkpoin
         staging.rename(destination)
         fsync_directory(destination.parent)
         return manifest
-    except OSError as exc:
+    except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
+        if not isinstance(exc, OSError):
+            raise  # the store's own errors already name it; an interrupt stays one
         raise StoreWriteError(
             f"store {store.store_id!r}: writing snapshot of version {store.version} to {destination} "
             f"failed: {exc.strerror or exc}"
@@ -156,14 +163,17 @@ def _upload_snapshot(store: VersionedStore, destination: str, fs: CheckpointFS) 
                     size += len(chunk)
                     out.write(chunk)
             files.append(SnapshotFile(source.name, size, crc))
-        manifest = SnapshotManifest(store.store_id, store.version, tuple(files))
+        manifest = SnapshotManifest(store.store_id, store.version, tuple(files), store.lineage)
         fs.write_atomically(fs.join(target, MANIFEST_NAME), manifest.to_json().encode("utf-8"))
         if target != destination:
             fs.rename(target, destination)
         return manifest
-    except OSError as exc:
+    except BaseException as exc:
         if target != destination:
-            fs.delete(target)
+            with contextlib.suppress(OSError):
+                fs.delete(target)
+        if not isinstance(exc, OSError):
+            raise
         raise StoreWriteError(
             f"store {store.store_id!r}: writing snapshot of version {store.version} to {fs.uri(destination)} "
             f"failed: {exc.strerror or exc}"
@@ -222,9 +232,23 @@ def read_manifest(snapshot_dir: str | Path, fs: CheckpointFS = LOCAL) -> Snapsho
             # damaged or hostile manifest, and its restore would write outside the store's directory.
             if not file.name or "/" in file.name or "\\" in file.name or file.name in (".", "..", MANIFEST_NAME):
                 raise CorruptFileError(str(path), f"manifest names {file.name!r}, not a file of the snapshot")
-        return SnapshotManifest(str(document["store_id"]), int(document["version"]), files)
+        lineage = _lineage_field(document.get("lineage"), str(path))
+        return SnapshotManifest(str(document["store_id"]), int(document["version"]), files, lineage)
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptFileError(str(path), f"manifest lacks or mangles a field: {exc!r}") from exc
+
+
+def _lineage_field(value: object, path: str) -> bytes | None:
+    """A manifest's optional `lineage`: 32 hex digits, or absent."""
+    if value is None:
+        return None
+    try:
+        lineage = bytes.fromhex(str(value))
+    except ValueError:
+        lineage = b""
+    if len(lineage) != LINEAGE_BYTES:
+        raise CorruptFileError(path, f"manifest lineage {value!r} is not {2 * LINEAGE_BYTES} hex digits")
+    return lineage
 
 
 def copy_snapshot_files(

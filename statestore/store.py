@@ -8,6 +8,7 @@ used by one thread at a time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from collections import deque
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from rocksdict import AccessType, Checkpoint, Rdict, WriteBatch, WriteOptions
 
+from statestore.contract.increment_layout import META_COLUMN_FAMILY
 from statestore.errors import (
     LineageMismatchError,
     StateStoreError,
@@ -31,7 +33,6 @@ from statestore.increment import EMPTY_LINEAGE, LINEAGE_BYTES, ColumnFamilyState
 from statestore.options import StoreOptions
 
 DEFAULT_COLUMN_FAMILY = "default"
-META_COLUMN_FAMILY = "__statestore_meta"
 _VERSION_KEY = b"version"
 _STORE_ID_KEY = b"store_id"
 _LINEAGE_KEY = b"lineage"
@@ -67,6 +68,18 @@ class UndoRecord:
 
 def _count_key(cf: str) -> bytes:
     return _COUNT_PREFIX + cf.encode("utf-8")
+
+
+def _holds_no_records(db: Rdict, names: list[str]) -> bool:
+    """Whether every column family of `db` is empty (a database just created)."""
+    for name in names:
+        family = db.get_column_family(name)
+        try:
+            if next(iter(family.keys()), None) is not None:
+                return False
+        finally:
+            family.close()
+    return True
 
 
 def _in_key_order(cf_indexes: list[int], keys: list[bytes]) -> list[int]:
@@ -151,7 +164,8 @@ class VersionedStore:
         instance (it may be open for writing in another process: reads see its state at opening time),
         and every write, commit or apply raises StateStoreError.
 
-        Raises StoreIdentityError if the directory holds another store partition.
+        Raises StoreIdentityError if the directory holds another store partition, StateStoreError if it holds
+        a RocksDB database that is not a statestore store (adopting it would serve its data as version 0).
         """
         path = Path(path)
         options = options or StoreOptions()
@@ -165,34 +179,58 @@ class VersionedStore:
                 raise StoreWriteError(f"cannot create store directory {path}: {exc.strerror}") from exc
         create = not read_only
         rocks_options = options.rocksdb_options(create=create)
-        names = Rdict.list_cf(str(path), rocks_options) if exists else [DEFAULT_COLUMN_FAMILY]
+        try:
+            names = Rdict.list_cf(str(path), rocks_options) if exists else [DEFAULT_COLUMN_FAMILY]
+        except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
+            raise StateStoreError(f"cannot read the column families of RocksDB store at {path}: {exc}") from exc
+        if exists and META_COLUMN_FAMILY not in names:
+            how = "read-only" if read_only else "as a store"
+            raise StateStoreError(
+                f"cannot open {path} {how}: it holds a RocksDB database that is not a statestore store "
+                f"(no {META_COLUMN_FAMILY} column family); move it away or choose another directory"
+            )
         families = {name: options.rocksdb_options(create=create) for name in names}
         if read_only:
-            if META_COLUMN_FAMILY not in families:
-                raise StateStoreError(f"cannot open {path} read-only: not a statestore store (no meta column family)")
             access = AccessType.read_only()
         else:
             families.setdefault(META_COLUMN_FAMILY, options.rocksdb_options(create=True))
             access = AccessType.read_write()
         try:
             db = Rdict(str(path), rocks_options, column_families=families, access_type=access)
-        except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
+        except Exception as exc:
             raise StateStoreError(f"cannot open RocksDB store at {path}: {exc}") from exc
-        meta = db.get_column_family(META_COLUMN_FAMILY)
-        found_id = meta.get(_STORE_ID_KEY)
-        if found_id is None and not read_only:
-            batch = WriteBatch(raw_mode=True)
-            handle = db.get_column_family_handle(META_COLUMN_FAMILY)
-            batch.put(_STORE_ID_KEY, store_id.encode("utf-8"), handle)
-            batch.put(_VERSION_KEY, _U64.pack(0), handle)
-            batch.put(_LINEAGE_KEY, EMPTY_LINEAGE, handle)
-            batch.put(_count_key(DEFAULT_COLUMN_FAMILY), _U64.pack(0), handle)
-            db.write(batch)
-        elif found_id is None or found_id.decode("utf-8") != store_id:
-            db.close()
-            found = "no store id" if found_id is None else found_id.decode("utf-8")
-            raise StoreIdentityError(store_id, found, f"RocksDB directory {path}")
-        return cls(path, store_id, db, options, read_only)
+        meta = None
+        try:
+            meta = db.get_column_family(META_COLUMN_FAMILY)
+            found_id = meta.get(_STORE_ID_KEY)
+            if found_id is None and not read_only and _holds_no_records(db, names):
+                # Created by an open that stopped before recording its identity: empty, so it is ours to claim.
+                batch = WriteBatch(raw_mode=True)
+                handle = db.get_column_family_handle(META_COLUMN_FAMILY)
+                batch.put(_STORE_ID_KEY, store_id.encode("utf-8"), handle)
+                batch.put(_VERSION_KEY, _U64.pack(0), handle)
+                batch.put(_LINEAGE_KEY, EMPTY_LINEAGE, handle)
+                batch.put(_count_key(DEFAULT_COLUMN_FAMILY), _U64.pack(0), handle)
+                db.write(batch)
+            elif found_id is None:
+                raise StateStoreError(
+                    f"cannot open {path} as store {store_id!r}: its {META_COLUMN_FAMILY} column family names no "
+                    "store but the database holds records; move it away or choose another directory"
+                )
+            elif found_id.decode("utf-8", "replace") != store_id:
+                raise StoreIdentityError(store_id, found_id.decode("utf-8", "replace"), f"RocksDB directory {path}")
+            meta.close()
+            meta = None
+            return cls(path, store_id, db, options, read_only)
+        except BaseException as exc:
+            # RocksDB's lock is held until every column-family object is closed: close all before raising.
+            for closeable in (meta, db):
+                if closeable is not None:
+                    with contextlib.suppress(Exception):
+                        closeable.close()
+            if isinstance(exc, Exception) and not isinstance(exc, StateStoreError):
+                raise StateStoreError(f"cannot open RocksDB store at {path}: {exc}") from exc
+            raise
 
     def _require_writable(self, what: str) -> None:
         if self.read_only:
@@ -516,6 +554,11 @@ class VersionedStore:
         self._require_writable(f"apply increment {increment.version}")
         if increment.store_id != self.store_id:
             raise StoreIdentityError(self.store_id, increment.store_id, f"increment {increment.version}")
+        if self._version == increment.version and self._holds_other_history(increment):
+            raise LineageMismatchError(
+                self.store_id, self._version, self._lineage, increment.lineage,
+                f"increment {increment.version} (another history at the version the store holds)",
+            )  # fmt: skip
         if self._version >= increment.version:
             return False
         if self._version != increment.base_version:
@@ -536,6 +579,10 @@ class VersionedStore:
             )
         self._write(increment)
         return True
+
+    def _holds_other_history(self, increment: Increment) -> bool:
+        """Whether this store's version is `increment.version` of another history: both lineages known, unequal."""
+        return self._lineage is not None and increment.lineage is not None and increment.lineage != self._lineage
 
     def undo_record(self, increment: Increment) -> UndoRecord | None:
         """The record that would take this store back from `increment` (about to be applied on its version) to

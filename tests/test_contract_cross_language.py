@@ -12,6 +12,7 @@ import pytest
 
 from statestore.contract import local_channel_frames as frames
 from statestore.contract.generate import camel, load_spec
+from statestore.errors import CorruptFileError
 from statestore.increment import ColumnFamilyState, Increment, Op, decode_increment, encode_increment
 
 CHANNEL = load_spec("local_channel")
@@ -144,3 +145,49 @@ def test_the_documented_increment_is_the_same_bytes_from_both_codecs(java: Any) 
     assert python_decoded.lineage.hex() == example["lineage"]
     ops = [f"{int(Op[r['op']])}:{r['cf']}:{r['key'].encode().hex()}:{r['value'].encode().hex()}" for r in records]
     assert java_decoded.split(" ")[5:] == ops
+
+
+def _resealed(data: bytes) -> bytes:
+    """Increment bytes whose header was edited, with their lineage and checksum made right again: damage that
+    only the column-family table's own checks can catch."""
+    import struct
+    import zlib
+
+    from statestore.increment import LINEAGE_BYTES, _lineage_hash
+
+    store_id_len = struct.unpack_from(">H", data, 8)[0]
+    lineage_at = 8 + 2 + store_id_len + 16 + LINEAGE_BYTES
+    end = len(data) - 8
+    lineage = _lineage_hash(data[:lineage_at], data[lineage_at + LINEAGE_BYTES : end])
+    body = data[:lineage_at] + lineage + data[lineage_at + LINEAGE_BYTES : end]
+    return body + struct.pack(">I", zlib.crc32(body)) + data[-4:]
+
+
+def _with_column_families(*cfs: ColumnFamilyState) -> bytes:
+    return encode_increment(
+        Increment("0/0/default", 1, 0, list(cfs), ops=bytes([Op.PUT]), cf_indexes=[0], keys=[b"k"], values=[b"v"],
+                  parent_lineage=bytes(16))
+    )  # fmt: skip
+
+
+def test_both_codecs_refuse_a_column_family_table_no_writer_produces(java: Any) -> None:
+    """Applied, such a table would overwrite the store's bookkeeping (`__statestore_meta`), count keys below zero,
+    or give one family two states. The checksum and lineage are right: only the table's own check catches it."""
+    unknown_state = bytearray(_with_column_families(ColumnFamilyState("default", True, 1)))
+    state_at = unknown_state.index(b"\x00\x07default") + 9
+    unknown_state[state_at] = 2
+    cases = [
+        ("reserved", _with_column_families(ColumnFamilyState("__statestore_meta", True, 1))),
+        ("reserved", _with_column_families(ColumnFamilyState("", True, 1))),
+        ("negative", _with_column_families(ColumnFamilyState("default", True, -1))),
+        ("twice", _with_column_families(ColumnFamilyState("default", True, 1), ColumnFamilyState("default", False, 0))),
+        ("unknown state", _resealed(bytes(unknown_state))),
+    ]
+    answers = java([f"decode-increment {data.hex()}" for _, data in cases])
+    for (what, data), answer in zip(cases, answers, strict=True):
+        assert answer.startswith("error: ") and what in answer, (what, answer)
+        with pytest.raises(CorruptFileError, match=what):
+            decode_increment(data)
+    sound = _with_column_families(ColumnFamilyState("default", True, 1), ColumnFamilyState("other", False, 0))
+    assert java([f"decode-increment {sound.hex()}"])[0].startswith("0/0/default 1 0 ")
+    assert decode_increment(sound).column_families[1] == ColumnFamilyState("other", False, 0)

@@ -261,6 +261,57 @@ def test_a_store_on_an_unknown_history_stays_unknown(store: VersionedStore) -> N
     assert decode_increment(encode_increment(increment)).parent_lineage is None
 
 
+def test_apply_refuses_another_history_at_the_version_the_store_holds(tmp_path) -> None:
+    """Spark re-ran batch 1 with other input: a store holding the abandoned version 1 does not call the kept version
+    1 "already held" (a caller would take the store for the kept history)."""
+    with (
+        VersionedStore.open(tmp_path / "a", STORE_ID) as abandoned,
+        VersionedStore.open(tmp_path / "b", STORE_ID) as real,
+        VersionedStore.open(tmp_path / "r", STORE_ID) as replica,
+    ):
+        abandoned.put(b"k", b"lost")
+        lost = decode_increment(encode_increment(abandoned.commit()))
+        replica.apply(lost)
+        real.put(b"k", b"kept")
+        kept = decode_increment(encode_increment(real.commit()))
+        with pytest.raises(LineageMismatchError, match="another history at the version the store holds"):
+            replica.apply(kept)
+        assert replica.apply(lost) is False  # the very increment it holds: already held
+        assert replica.version == 1 and replica.get(b"k") == b"lost"
+
+
+def test_a_rocksdb_directory_that_is_not_a_store_is_refused_not_adopted(tmp_path) -> None:
+    from rocksdict import Rdict
+
+    from statestore.options import StoreOptions
+
+    options = StoreOptions().rocksdb_options(create=True)  # the very options a store uses: it would open
+    foreign = Rdict(str(tmp_path / "foreign"), options)
+    foreign[b"someone's"] = b"data"
+    foreign.close()
+    with pytest.raises(StateStoreError, match="not a statestore store"):
+        VersionedStore.open(tmp_path / "foreign", STORE_ID)
+    with pytest.raises(StateStoreError, match="not a statestore store"):
+        VersionedStore.open(tmp_path / "foreign", STORE_ID, read_only=True)
+    reopened = Rdict(str(tmp_path / "foreign"), options)  # untouched, and its lock released
+    assert reopened[b"someone's"] == b"data" and reopened.list_cf(str(tmp_path / "foreign"), options) == ["default"]
+    reopened.close()
+
+
+def test_a_store_created_without_its_identity_is_claimed_when_empty(tmp_path) -> None:
+    """An open that stopped between creating the database and recording its identity leaves an empty database
+    with the meta column family: the next open claims it."""
+    from rocksdict import Rdict
+
+    from statestore.options import StoreOptions
+
+    options = StoreOptions().rocksdb_options(create=True)
+    db = Rdict(str(tmp_path / "s"), options, column_families={"__statestore_meta": options})
+    db.close()
+    with VersionedStore.open(tmp_path / "s", STORE_ID) as store:
+        assert store.version == 0 and store.lineage == EMPTY_LINEAGE
+
+
 @st.composite
 def _increment_keys(draw: st.DrawFn) -> tuple[list[int], list[bytes]]:
     """Record columns as a replica gets them: mostly fixed-width keys (UnsafeRow's multiples of 8 bytes, some

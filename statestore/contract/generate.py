@@ -510,6 +510,7 @@ def python_increment(spec: dict[str, Any]) -> str:
         f"FORMAT_VERSION = {spec['format_version']}",
         f"READABLE_FORMAT_VERSIONS = {tuple(spec['readable_format_versions'])!r}",
         f"LINEAGE_BYTES = {spec['lineage_bytes']}",
+        f"META_COLUMN_FAMILY = {spec['meta_column_family']!r}",
     ]
     for group in ("flags", "op", "column_family_state"):
         lines += ["", f"# {group.replace('_', ' ')}"]
@@ -533,6 +534,7 @@ def java_increment(spec: dict[str, Any]) -> str:
         + ", ".join(str(v) for v in spec["readable_format_versions"])
         + "};",
         f"  public static final int LINEAGE_BYTES = {spec['lineage_bytes']};",
+        f'  static final String META_COLUMN_FAMILY = "{spec["meta_column_family"]}";',
     ]
     for group in ("flags", "op", "column_family_state"):
         lines += ["", f"  // {group.replace('_', ' ')}"]

@@ -171,7 +171,7 @@ final class CheckpointDir {
   }
 
   /** Uploads a local RocksDB checkpoint as snapshot {@code version}, MANIFEST.json last. */
-  void uploadSnapshot(long version, String storeId, File local) throws IOException {
+  void uploadSnapshot(long version, String storeId, File local, byte[] lineage) throws IOException {
     Path target = snapshotPath(version);
     fs.mkdirs(target);
     List<SnapshotManifest.FileEntry> entries = new ArrayList<>();
@@ -193,7 +193,7 @@ final class CheckpointDir {
       }
       entries.add(new SnapshotManifest.FileEntry(f.getName(), f.length(), crc.getValue()));
     }
-    writeAtomically(new Path(target, MANIFEST), new SnapshotManifest(storeId, version, entries).toJson());
+    writeAtomically(new Path(target, MANIFEST), new SnapshotManifest(storeId, version, entries, lineage).toJson());
   }
 
   /**
@@ -241,12 +241,32 @@ final class CheckpointDir {
     return m;
   }
 
-  /** Keeps the last {@code keep} versions (formats.md section 5). */
-  void retain(int keep) throws IOException {
+  /**
+   * Keeps the last {@code keep} versions (formats.md section 5). The base, the newest snapshot at or below the
+   * oldest version kept, is one whose manifest can be read and whose lineage (when recorded) is increment
+   * {@code base}'s: a snapshot of a history a re-run batch abandoned is deleted instead, since deleting the
+   * increments below it would take the only record of the kept history's lineage at that version.
+   */
+  void retain(int keep, String storeId) throws IOException {
     Listing l = list();
     long latest = l.latest();
     long oldestKept = latest - keep + 1;
-    Long base = l.snapshots().floor(oldestKept);
+    Long base = null;
+    for (long candidate : l.snapshots().headSet(oldestKept, true).descendingSet()) {
+      Path manifestPath = new Path(snapshotPath(candidate), MANIFEST);
+      SnapshotManifest m;
+      try {
+        m = SnapshotManifest.parse(readAll(manifestPath), manifestPath.toString());
+      } catch (IOException e) {
+        continue; // a restore passes it over and needs what lies below it
+      }
+      IncrementCodec.Header header = m.lineage == null ? null : readHeader(candidate, storeId);
+      if (header == null || header.lineage() == null || java.util.Arrays.equals(header.lineage(), m.lineage)) {
+        base = candidate;
+        break;
+      }
+      fs.delete(snapshotPath(candidate), true);
+    }
     if (base == null) return;
     for (long s : l.snapshots().headSet(base, false)) fs.delete(snapshotPath(s), true);
     for (long v : l.increments().headSet(base, true)) fs.delete(incrementPath(v), false);

@@ -193,6 +193,7 @@ public final class IncrementCodec {
         String name = getStr(b);
         int state = b.get();
         long count = b.getLong();
+        checkColumnFamily(file, inc, name, state, count);
         inc.addCf(name, state == IncrementLayout.CF_EXISTS, count);
       }
       long storedLen = b.getLong();
@@ -261,6 +262,24 @@ public final class IncrementCodec {
       inc.add(op, cf, key, value);
     }
     if (pos != raw.length) throw bad(file, "trailing bytes in body");
+  }
+
+  /**
+   * Refuses a column-family table entry no writer produces: applied, it would write the store's bookkeeping,
+   * count keys below zero or give one family two states.
+   */
+  private static void checkColumnFamily(String file, Increment inc, String name, int state, long count)
+      throws IOException {
+    if (name.isEmpty() || name.equals(IncrementLayout.META_COLUMN_FAMILY)) {
+      throw bad(file, "column family name '" + name + "' is reserved");
+    }
+    if (state != IncrementLayout.CF_EXISTS && state != IncrementLayout.CF_DROPPED) {
+      throw bad(file, "column family '" + name + "' has unknown state " + state);
+    }
+    if (count < 0) throw bad(file, "column family '" + name + "' has a negative key count " + count);
+    for (Increment.CfEntry e : inc.cfTable) {
+      if (e.name.equals(name)) throw bad(file, "column family '" + name + "' is listed twice");
+    }
   }
 
   private static IOException bad(String file, String problem) {

@@ -8,6 +8,7 @@ public final class IncrementLayout {
   static final int FORMAT_VERSION = 2;
   static final int[] READABLE_FORMAT_VERSIONS = {1, 2};
   public static final int LINEAGE_BYTES = 16;
+  static final String META_COLUMN_FAMILY = "__statestore_meta";
 
   // flags
   static final int FLAG_ZSTD = 1;

@@ -43,7 +43,7 @@ import org.rocksdb.WriteOptions;
  * state.
  */
 final class LocalStore implements AutoCloseable {
-  static final String META_CF = "__statestore_meta";
+  static final String META_CF = IncrementLayout.META_COLUMN_FAMILY;
   static final String DEFAULT_CF = "default";
   private static final byte[] VERSION_KEY = ascii("version");
   private static final byte[] STORE_ID_KEY = ascii("store_id");

@@ -624,14 +624,14 @@ public abstract class ProviderCore {
     }
     long checkpointed = System.nanoTime();
     try {
-      checkpoint.uploadSnapshot(version, storeIdString, staging);
+      checkpoint.uploadSnapshot(version, storeIdString, staging, lineage);
       if (checkpoint.deleteSnapshotIfAbandoned(version, storeIdString, lineage)) {
         LOG.info("statestore: snapshot {} of {} deleted after its upload: a re-run batch rewrote that version "
             + "meanwhile", version, storeIdString);
         return;
       }
       reportSnapshotUploaded(version);
-      checkpoint.retain(settings.minVersionsToRetain);
+      checkpoint.retain(settings.minVersionsToRetain, storeIdString);
     } catch (IOException | RuntimeException e) {
       LOG.warn("statestore: snapshot {} of {} not uploaded: {}", version, storeIdString, e.toString());
     } finally {
@@ -704,7 +704,7 @@ public abstract class ProviderCore {
 
   public void doMaintenance() {
     try {
-      checkpoint.retain(settings.minVersionsToRetain);
+      checkpoint.retain(settings.minVersionsToRetain, storeIdString);
     } catch (IOException e) {
       LOG.warn("statestore: retention of {} failed: {}", storeIdString, e.toString());
     }

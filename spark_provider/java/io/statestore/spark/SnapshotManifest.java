@@ -18,11 +18,14 @@ final class SnapshotManifest {
   final String storeId;
   final long version;
   final List<FileEntry> files;
+  /** The lineage of {@code version} (formats.md 3.4); null: not known, or a manifest written before it was kept. */
+  final byte[] lineage;
 
-  SnapshotManifest(String storeId, long version, List<FileEntry> files) {
+  SnapshotManifest(String storeId, long version, List<FileEntry> files, byte[] lineage) {
     this.storeId = storeId;
     this.version = version;
     this.files = files;
+    this.lineage = lineage;
   }
 
   byte[] toJson() throws IOException {
@@ -31,6 +34,7 @@ final class SnapshotManifest {
     root.put("format_version", 1);
     root.put("store_id", storeId);
     root.put("version", version);
+    if (lineage != null) root.put("lineage", java.util.HexFormat.of().formatHex(lineage));
     ArrayNode arr = root.putArray("files");
     for (FileEntry f : files) {
       arr.addObject().put("name", f.name()).put("size", f.size()).put("crc32", f.crc32());
@@ -55,6 +59,19 @@ final class SnapshotManifest {
     for (JsonNode f : root.path("files")) {
       files.add(new FileEntry(f.path("name").asText(), f.path("size").asLong(), f.path("crc32").asLong()));
     }
-    return new SnapshotManifest(root.path("store_id").asText(), root.path("version").asLong(), files);
+    byte[] lineage = null;
+    if (root.hasNonNull("lineage")) {
+      String hex = root.get("lineage").asText();
+      try {
+        lineage = java.util.HexFormat.of().parseHex(hex);
+      } catch (IllegalArgumentException e) {
+        lineage = new byte[0];
+      }
+      if (lineage.length != IncrementLayout.LINEAGE_BYTES) {
+        throw new IOException("Corrupt snapshot manifest " + file + ": lineage '" + hex + "' is not "
+            + 2 * IncrementLayout.LINEAGE_BYTES + " hex digits");
+      }
+    }
+    return new SnapshotManifest(root.path("store_id").asText(), root.path("version").asLong(), files, lineage);
   }
 }
