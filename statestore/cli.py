@@ -37,10 +37,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `statestore` console script."""
     args = build_parser().parse_args(argv)
+    from statestore.tls import TlsError
+
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except TlsError as exc:  # a TLS file given, or registered by a controller, that is missing or unreadable
+        print(f"statestore {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -93,3 +93,21 @@ def test_status_finds_the_one_controller_and_lists_several(home: Path, start_con
     second.send_signal(signal.SIGTERM)  # a clean stop unregisters
     second.wait(timeout=30)
     assert not list((home / "controllers").glob("*.json"))
+
+
+def test_a_registration_whose_tls_files_are_gone_is_named_not_a_traceback(home: Path, tmp_path: Path) -> None:
+    """The controller registered the TLS files it serves with; they were deleted since (a certificate rotated
+    away). `status` names the file and the registration, and fails like any bad input."""
+    import json
+
+    from statestore import tls
+
+    (home / "controllers").mkdir(parents=True, mode=0o700)
+    gone = tmp_path / "rotated-away.pem"
+    registration = {"address": "127.0.0.1:1", "secret": SECRET, "pid": os.getpid(), "started": 1.0,
+                    "tls": {tls.CERT_ENV: str(gone), tls.KEY_ENV: str(gone), tls.CA_ENV: str(gone)}}  # fmt: skip
+    (home / "controllers" / f"{os.getpid()}.json").write_text(json.dumps(registration))
+    shown = _statestore(home, "status")
+    assert shown.returncode == 2, shown
+    assert "Traceback" not in shown.stderr
+    assert "registration of 127.0.0.1:1" in shown.stderr and str(gone) in shown.stderr
