@@ -259,7 +259,10 @@ def _scenario(
         "state_files": state_files,
         "copies": copies,
         "indexed": indexed,
-        "copy_names": sorted(f.name for f in (root / "copies").rglob("*") if f.is_file() and f.suffix != ".index"),
+        # Not staging files or the host's lock (`.`): copies only.
+        "copy_names": sorted(
+            f.name for f in (root / "copies").rglob("*") if f.is_file() and f.suffix != ".index" and f.name[0] != "."
+        ),
     }
 
 

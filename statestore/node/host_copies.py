@@ -12,9 +12,11 @@ from the partition's old host must not win over it. Entries a node wrote carry a
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
+import threading
 import time
 import uuid
 import zlib
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 INDEX_SUFFIX = ".index"
+HOST_LOCK_NAME = ".host-copies.lock"  # ReplicaFiles.HOST_LOCK
 COPIES_DIR_NAME = "statestore-replica-files"
 # A state file's name under its partition's directory (StateFilePath.java): an SST, a snapshot, a changelog.
 _STATE_FILE_NAME = re.compile(r"^(?:SSTs/[^/]+\.sst|(?P<version>\d+)(?:_[0-9a-fA-F-]+)?\.(?:zip|changelog))$")
@@ -92,6 +95,7 @@ class HostCopies:
     def __init__(self, directory: Path, node_id: str) -> None:
         self.directory = directory
         self._node_id = node_id
+        self._threads_lock = threading.Lock()
 
     def sweep_leftovers(self, older_than_seconds: float = _LEFTOVER_SECONDS) -> int:
         """Deletes what writers killed mid-write left behind, last touched over `older_than_seconds` ago: staging
@@ -191,12 +195,7 @@ class HostCopies:
             # Not read: the answer ends the call, and the sender stops streaming (a peer on the same host shares
             # this directory, so everything it ships is here already).
             return "already held"
-        existing = self.entry(checkpoint_path, name)
-        if existing is not None and not existing.kept_by_node and not (0 < existing.modified_ms < modified_ms):
-            raise FileCopyError(f"this host's executor wrote its own copy of {checkpoint_path}: kept, not replaced")
-        if existing is not None and 0 < modified_ms < existing.modified_ms:
-            # A late shipment from the partition's earlier primary, after its re-run's rewrite arrived.
-            raise FileCopyError(f"a later write of {checkpoint_path} is held here: kept, not replaced")
+        self._check_replaceable(checkpoint_path, name, modified_ms)
         self.directory.mkdir(parents=True, exist_ok=True)
         copy = self.copy_path(checkpoint_path, name)
         staging = self.directory / f".{copy.name}.{uuid.uuid4()}.tmp"
@@ -214,15 +213,40 @@ class HostCopies:
                 raise FileCopyError(
                     f"{checkpoint_path}: {written} bytes with CRC32 {crc} arrived, not {size} with {crc32}"
                 )
-            os.replace(staging, copy)
+            partition = f"{_STORE_MARK}{store[0]} {store[1]}\n" if store else ""
+            modified = f"{_MODIFIED_MARK}{modified_ms}\n" if modified_ms > 0 else ""
+            with self._host_lock():
+                # Checked again: the host's JVM may have kept its own write of the name while the bytes arrived.
+                self._check_replaceable(checkpoint_path, name, modified_ms)
+                os.replace(staging, copy)
+                self._write_index(
+                    copy, f"{checkpoint_path}\n{size}\n{crc32}\n{_NODE_MARK}{self._node_id}\n{partition}{modified}"
+                )
         finally:
             staging.unlink(missing_ok=True)
-        partition = f"{_STORE_MARK}{store[0]} {store[1]}\n" if store else ""
-        modified = f"{_MODIFIED_MARK}{modified_ms}\n" if modified_ms > 0 else ""
-        self._write_index(
-            copy, f"{checkpoint_path}\n{size}\n{crc32}\n{_NODE_MARK}{self._node_id}\n{partition}{modified}"
-        )
         return f"kept {size} bytes"
+
+    def _check_replaceable(self, checkpoint_path: str, name: str, modified_ms: int) -> None:
+        existing = self.entry(checkpoint_path, name)
+        if existing is not None and not existing.kept_by_node and not (0 < existing.modified_ms < modified_ms):
+            raise FileCopyError(f"this host's executor wrote its own copy of {checkpoint_path}: kept, not replaced")
+        if existing is not None and 0 < modified_ms < existing.modified_ms:
+            # A late shipment from the partition's earlier primary, after its re-run's rewrite arrived.
+            raise FileCopyError(f"a later write of {checkpoint_path} is held here: kept, not replaced")
+
+    @contextlib.contextmanager
+    def _host_lock(self) -> Iterator[None]:
+        """Held while a copy and its index entry are replaced, by every process of the host that does it (the
+        executors' JVMs too, `ReplicaFiles.underHostLock`): two writers of one name could otherwise leave one's
+        bytes under the other's index entry. `lockf` is the POSIX record lock Java's `FileChannel.lock` takes; it
+        is per process, so this node's threads queue on a lock of their own first."""
+        with self._threads_lock:
+            fd = os.open(self.directory / HOST_LOCK_NAME, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # releases the lock
 
     def delete_shipped(self, checkpoint_path: str, name: str) -> bool:
         """Remove the copy of `checkpoint_path` if a peer shipped it (never one this host's JVM wrote)."""

@@ -6,9 +6,12 @@ import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -99,6 +102,30 @@ final class ReplicaFiles {
     return new File(copy.getPath() + INDEX_SUFFIX);
   }
 
+  /** What runs under the host's lock. */
+  interface LockedStep<T> {
+    T run() throws IOException;
+  }
+
+  /** The lock file every process of the host that replaces a copy and its index entry holds meanwhile: this
+   * layer's JVMs and the host's state node (host_copies.py, whose {@code fcntl.lockf} is the same POSIX record lock
+   * as {@link FileChannel#lock()}). */
+  static final String HOST_LOCK = ".host-copies.lock";
+
+  /** A JVM's threads queue here first: a POSIX lock is per process, and a second {@code lock()} in one JVM throws. */
+  private static final Object JVM_LOCK = new Object();
+
+  /** Runs {@code step} holding the host's copies lock in directory {@code dir}. */
+  static <T> T underHostLock(File dir, LockedStep<T> step) throws IOException {
+    synchronized (JVM_LOCK) {
+      try (FileChannel channel = FileChannel.open(new File(dir, HOST_LOCK).toPath(), StandardOpenOption.CREATE,
+              StandardOpenOption.WRITE);
+           FileLock ignored = channel.lock()) {
+        return step.run();
+      }
+    }
+  }
+
   /** Writes {@code copy}'s index entry (checkpoint path, size, checksum, modification time if known),
    * atomically. */
   private static void writeIndex(String key, Copy copy) throws IOException {
@@ -177,27 +204,14 @@ final class ReplicaFiles {
     /** Makes the staged copy the one served for its path. A copy made by a read is dropped instead if the path
      * was written since the read began, or has a copy already (this JVM's or another's). */
     void publish() {
-      if (readAt >= 0
-          && (WRITES.getOrDefault(key, 0L) != readAt || COPIES.containsKey(key) || indexFile(copy).exists())) {
-        discard();
-        return;
-      }
       Copy kept;
       try {
-        Files.move(staging.toPath(), copy.toPath(), StandardCopyOption.REPLACE_EXISTING,
-            StandardCopyOption.ATOMIC_MOVE);
-        kept = new Copy(copy, copy.length(), crc.getValue(), false, modified);
-        try {
-          writeIndex(key, kept);
-        } catch (IOException | RuntimeException e) {
-          Files.deleteIfExists(copy.toPath()); // a copy without its index would be found by nothing, kept for ever
-          throw e;
-        }
-        COPIES.put(key, kept);
+        kept = underHostLock(copy.getParentFile(), this::replaceCopyAndIndex);
       } catch (IOException | RuntimeException e) {
         failed(e);
         return;
       }
+      if (kept == null) return;
       try {
         FileShipping.kept(key, location, file, kept);
       } catch (RuntimeException e) {
@@ -205,6 +219,28 @@ final class ReplicaFiles {
             + "it ({}); a load on another host reads it from the checkpoint location", file.storeId(), file.name(),
             e.toString());
       }
+    }
+
+    /** Puts the staged copy and its index entry in place (null: a read's copy dropped, see {@link #publish()}).
+     * Held under the host's lock: two writers of one name (a zombie attempt, this host's node keeping a shipment)
+     * otherwise could leave one's bytes under the other's index entry. */
+    private Copy replaceCopyAndIndex() throws IOException {
+      if (readAt >= 0
+          && (WRITES.getOrDefault(key, 0L) != readAt || COPIES.containsKey(key) || indexFile(copy).exists())) {
+        discard();
+        return null;
+      }
+      Files.move(staging.toPath(), copy.toPath(), StandardCopyOption.REPLACE_EXISTING,
+          StandardCopyOption.ATOMIC_MOVE);
+      Copy kept = new Copy(copy, copy.length(), crc.getValue(), false, modified);
+      try {
+        writeIndex(key, kept);
+      } catch (IOException | RuntimeException e) {
+        Files.deleteIfExists(copy.toPath()); // a copy without its index would be found by nothing, kept for ever
+        throw e;
+      }
+      COPIES.put(key, kept);
+      return kept;
     }
 
     /** Whether a copy published by a rename ({@link #teeingUntilRename}) holds the whole file. */
