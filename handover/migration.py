@@ -136,11 +136,27 @@ class Migration:
                     abandoned.append(move.task)
         return abandoned
 
+    def join(self, moves: list[HandOver], notes: list[str], draining: frozenset[str]) -> bool:
+        """Add `moves` to this running operation, in its current strategy batch (another decommission event while
+        this one drains: its executors exit in about a second, and waiting for this operation to end would leave
+        their partitions to failover). Returns False when the operation has ended meanwhile (start another)."""
+        with self._step_lock:
+            if self._ended is not None or self._stopped.is_set():
+                return False
+            for move in moves:
+                move.batch = self._batch
+                self._protocol.decide(move)
+            self.moves = [*self.moves, *moves]  # a new list: a loop over the old one goes on undisturbed
+            self.notes.extend(notes)
+            self.draining.update(draining)
+            return True
+
     def _run(self) -> None:
         for batch in range(self._batches):
             self._batch = batch
             current = [m for m in self.moves if m.batch == batch]
             while not self._stopped.is_set() and not all(m.served for m in current):
+                current = [m for m in self.moves if m.batch == batch]  # moves joined since count too
                 with self._step_lock:  # opened_ahead records a step: not while abandon fails the move
                     ready = all(
                         (m.step is Step.WARM and self._protocol.opened_ahead(m)) or m.step is Step.STEERED or m.served
@@ -151,11 +167,14 @@ class Migration:
                         # An urgent move (its executor is going) is steered as soon as its target is warm.
                         self._advance(move, may_steer=ready or move.urgent)
                 self._stopped.wait(_TICK_SECONDS)
-        while not self._stopped.is_set() and not all(m.finished for m in self.moves):
+        while True:
+            with self._step_lock:  # ended under the lock: `join` adds to a running operation or to none
+                if self._stopped.is_set() or all(m.finished for m in self.moves):
+                    self._ended = time.monotonic()
+                    break
             for move in self.moves:
                 self._advance(move, may_steer=True)
             self._stopped.wait(_TICK_SECONDS)
-        self._ended = time.monotonic()
         if self._on_end is not None and not self._stopped.is_set():
             self._on_end()
 

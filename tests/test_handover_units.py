@@ -1048,6 +1048,33 @@ def test_a_decommissioning_executor_is_drained_at_once_to_its_replica_holders(me
         operations.stop()
 
 
+def test_an_executor_decommissioned_while_a_drain_runs_joins_it(membership: Membership) -> None:
+    """Dynamic allocation scales a down, then b a few seconds later, while a's drain (whose moves go to b, the
+    replica holder) still waits for Spark's next batch. b exits about a second after its last task: its drain
+    cannot wait for a's to end. It joins a's operation: the moves to b fail, and a's partitions and b's get moves
+    to the nodes left, in the same operation."""
+    beat(membership, "e")
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        first = operations.decommissioning("a")
+        assert first
+        to_b = {m.partition for m in operations.status(first).moves if m.target_node == "b"}
+        assert to_b == {task("0/0/default"), task("0/1/default")}
+        assert operations.decommissioning("b") == first  # joined, not "call again"
+        assert {"a", "b"} <= operations.draining()
+        status = operations.status(first)
+        failed = [m for m in status.moves if m.target_node == "b"]
+        assert failed and all(m.step == "failed" and "decommissioning executor b" in m.error for m in failed)
+        live = [m for m in status.moves if m.step != "failed"]
+        assert {m.partition for m in live} >= to_b, status
+        assert all(m.target_node not in ("a", "b") for m in live), status
+        assert any("executor b (node b)" in note for note in status.notes)
+        assert operations.decommissioning("b") == first  # polled again: the same drain
+    finally:
+        operations.stop()
+
+
 def test_a_decommission_judges_its_moves_against_the_primaries_it_chose_its_pins_from(membership: Membership) -> None:
     """Reports that move a primary arrive while the drain is planned (a partition of the decommissioned a is now
     c's, as a hand-over just finished might report): the drain's moves still start on a, the node its pins

@@ -141,7 +141,7 @@ class Operations:
 
     def decommissioning(self, executor_id: str) -> int | None:
         """`decommissioning_all` of one executor: its drain's operation id (0: nothing to drain), None while
-        another operation is still running (call again)."""
+        another operation (not a drain) is still running (call again)."""
         return self.decommissioning_all([executor_id])[executor_id]
 
     def decommissioning_all(self, executor_ids: list[str]) -> dict[str, int | None]:
@@ -152,7 +152,8 @@ class Operations:
         nodes again. Every node of the event is taken out of the plans before any is planned, so that no move goes
         from one to another. Moves of a running operation to them fail. Returns, per executor, its drain's
         operation id (0: the executor has no live node, or nothing to drain), None while another operation is
-        still running (call again)."""
+        still running (call again). A drain still running takes the executors of a later event in (`Migration.join`):
+        they exit long before it ends."""
         answers: dict[str, int | None] = {}
         records: dict[str, NodeRecord] = {}
         for executor_id in executor_ids:
@@ -183,11 +184,44 @@ class Operations:
                     log_event(_log, "moves_abandoned", operation=migration.operation_id, tasks=abandoned)
         if not records:
             return answers
-        if running:
+        # Another event while a decommission drains (dynamic allocation scales down again within seconds): its
+        # executors join that drain, since they exit about a second after their last task, long before it ends.
+        joinable = running[0] if len(running) == 1 and running[0].kind == "decommission" else None
+        if running and joinable is None:
             return {**answers, **dict.fromkeys(records)}
         left = frozenset(record.node_id for record in records.values())
+        avoided = left | frozenset(joinable.draining if joinable is not None else ())
+        moves, notes = self._decommission_moves(records, avoided)
+        if joinable is not None:
+            busy = {m.task for m in joinable.moves if not m.finished}
+            moves = [m for m in moves if m.task not in busy]  # the drain under way moves them already
+            if not joinable.join(moves, notes, left):
+                return {**answers, **dict.fromkeys(records)}  # it ended meanwhile: the next call starts a drain
+            started = joinable
+        else:
+            try:
+                # Ahead of any queued command: the executors exit about a second after their last task.
+                status = self._start("decommission", Strategy.ALL_AT_ONCE, moves, notes, jump_queue=True)
+            except OperationError as exc:  # another operation started meanwhile
+                log_event(_log, "decommission_deferred", executors=sorted(records), why=str(exc))
+                return {**answers, **dict.fromkeys(records)}
+            with self._lock:
+                started = next(m for m in self._operations if m.operation_id == status.operation_id)
+            started.draining.update(left)
+        for executor_id, record in records.items():
+            log_event(_log, "decommission_drain", executor=executor_id, node=record.node_id,
+                      operation=started.operation_id, moves=len(moves), joined=joinable is not None)  # fmt: skip
+            answers[executor_id] = started.operation_id
+        return answers
+
+    def _decommission_moves(
+        self, records: dict[str, NodeRecord], avoided: frozenset[str]
+    ) -> tuple[list[HandOver], list[str]]:
+        """The urgent moves that take every primary off the nodes in `avoided` (those of `records`, Spark's
+        executors being decommissioned now, and any a running drain empties), each to its freshest replica holder
+        elsewhere, and the notes saying so."""
         running_primaries = self._running_primaries()
-        pins = {task: node for task, node in running_primaries.items() if node not in left}
+        pins = {task: node for task, node in running_primaries.items() if node not in avoided}
         notes = [
             f"Spark is decommissioning executor {executor_id} (node {record.node_id}): it runs no new task and "
             "exits once idle, so its partitions are handed over at the next batch, all at once, each to its "
@@ -195,10 +229,10 @@ class Operations:
             for executor_id, record in records.items()
         ]
         for task, node in sorted(running_primaries.items()):
-            if node not in left:
+            if node not in avoided:
                 continue
             stores = self._membership.stores_of_task(task)
-            holder = freshest_holder(self._membership, task, stores, exclude=left | self._groups.draining())
+            holder = freshest_holder(self._membership, task, stores, exclude=avoided | self._groups.draining())
             if holder is None:
                 notes.append(
                     f"{task}: no live replica holder: its new primary warms up first (if the executor is gone "
@@ -208,23 +242,10 @@ class Operations:
             pins[task] = holder[0].node_id
         # The moves are judged against the snapshot the pins came from: a partition whose primary a report moved
         # between two readings would otherwise be handed over from a node that is not the one decommissioned.
-        moves, more = self._moves_to(self._groups.target(pins, exclude=left, running=running_primaries))
+        moves, more = self._moves_to(self._groups.target(pins, exclude=avoided, running=running_primaries))
         for move in moves:
             move.urgent = True
-        try:
-            # Ahead of any queued command: the executors exit about a second after their last task.
-            status = self._start("decommission", Strategy.ALL_AT_ONCE, moves, [*notes, *more], jump_queue=True)
-        except OperationError as exc:  # another operation started meanwhile
-            log_event(_log, "decommission_deferred", executors=sorted(records), why=str(exc))
-            return {**answers, **dict.fromkeys(records)}
-        with self._lock:
-            started = next(m for m in self._operations if m.operation_id == status.operation_id)
-        started.draining.update(left)
-        for executor_id, record in records.items():
-            log_event(_log, "decommission_drain", executor=executor_id, node=record.node_id,
-                      operation=status.operation_id, moves=len(moves))  # fmt: skip
-            answers[executor_id] = status.operation_id
-        return answers
+        return moves, [*notes, *more]
 
     def query_stopped(self, run_id: str) -> int:
         """Spark query run `run_id` stopped: the primary moves of its partitions that are not served yet end
