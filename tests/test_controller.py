@@ -71,6 +71,56 @@ def test_placement_keeps_primaries_and_replaces_only_a_dead_nodes_roles() -> Non
         assert set(kept) <= set(after[p]), (p, before[p], after[p])  # only d's role moved
 
 
+def test_a_drain_repairs_only_the_drained_nodes_groups() -> None:
+    """The repair pinned a partition still running on the drained node to that node, which its topology leaves
+    out: the repair failed and every group was placed anew, in the heartbeat handler that saw the drain."""
+    membership = Membership(dead_after=3.0, clock=FakeClock())
+    primaries = {f"p{i}": "abc"[i // 3] for i in range(9)}
+    for node in "abcd":
+        _beat(membership, node, [p for p, n in primaries.items() if n == node])
+    chooser = ReplicaGroups(membership, q=1)
+    chooser.current()
+    replans = chooser.replans
+    chooser.drain("c")
+    plan = chooser.current()
+    assert chooser.repairs == 1 and chooser.replans == replans + 1, "a repair, not every group placed anew"
+    assert chooser.last_replan_groups < 9
+    assert all("c" not in plan.placement[_key(p)].nodes for p in primaries)
+
+
+def test_a_new_replication_factor_keeps_the_copies_already_placed() -> None:
+    """q=2 with two nodes places one replica per partition; when two nodes join, each partition gains a replica
+    and keeps the one it has (a caught-up copy), where planning from nothing dropped some of them."""
+    membership = Membership(dead_after=3.0, clock=FakeClock())
+    primaries = {f"p{i}": "ab"[i % 2] for i in range(8)}
+    for node in "ab":
+        _beat(membership, node, [p for p, n in primaries.items() if n == node])
+    chooser = ReplicaGroups(membership, q=2)
+    before = _groups(chooser, primaries)
+    assert all(before[p] == ["b" if n == "a" else "a"] for p, n in primaries.items())
+    _beat(membership, "c", [])
+    _beat(membership, "d", [])
+    after = _groups(chooser, primaries)
+    assert all(len(after[p]) == 2 and set(before[p]) < set(after[p]) for p in primaries), (before, after)
+
+
+def test_a_target_pinned_to_a_node_left_out_places_that_partition_freely() -> None:
+    """A decommission pins every partition that runs outside the executors going; one running on a node an
+    operator drained earlier (Real-Time Mode runs tasks anywhere) made the placement infeasible, and the
+    decommission failed."""
+    membership = Membership(dead_after=3.0, clock=FakeClock())
+    primaries = {"p0": "a", "p1": "a", "p2": "b", "p3": "b", "p4": "c"}
+    for node in "abcd":
+        _beat(membership, node, [p for p, n in primaries.items() if n == node])
+    chooser = ReplicaGroups(membership, q=1)
+    chooser.current()
+    chooser.drain("c")
+    pins = {_key(p): n for p, n in primaries.items() if n != "d"}
+    placement, _running = chooser.target(pins, exclude=frozenset({"d"}))
+    assert placement[_key("p4")].primary in ("a", "b")
+    assert all(placement[_key(p)].primary == n for p, n in primaries.items() if n != "c")
+
+
 def test_rereplication_waits_after_a_loss_then_places_on_the_node_that_joined_meanwhile() -> None:
     clock = FakeClock()
     membership = Membership(dead_after=3.0, clock=clock)

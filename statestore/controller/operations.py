@@ -18,7 +18,7 @@ import grpc
 from handover.failover import freshest_holder
 from handover.handover import HandOver, HandOverProtocol, HandOverSettings, SparkLevers
 from handover.migration import Migration, order_moves
-from placement import PartitionDemand, Placement, ReplicaGroup, Strategy
+from placement import InfeasiblePlacement, PartitionDemand, Placement, ReplicaGroup, Strategy
 from placement.primaries import balance_primaries, balance_primaries_by_load, move_primaries_to_lighter_nodes
 from statestore.cluster.membership import Membership, NodeRecord
 from statestore.controller.queued_command import Plan, QueuedCommand
@@ -129,7 +129,7 @@ class Operations:
                     f"primary and its {self._groups.q} replica(s), which needs {self._groups.q + 1}; add an executor "
                     "first (Spark's own decommission of an executor is drained regardless)",
                 )
-            moves, notes = self._moves_to(self._groups.target(None, exclude=frozenset({record.node_id})))
+            moves, notes = self._moves_to(self._target(None, exclude=frozenset({record.node_id})))
             self._groups.drain(record.node_id)
             notes.append(f"node {record.node_id} is kept out of every plan from now on")
             return moves, notes
@@ -191,7 +191,11 @@ class Operations:
             return {**answers, **dict.fromkeys(records)}
         left = frozenset(record.node_id for record in records.values())
         avoided = left | frozenset(joinable.draining if joinable is not None else ())
-        moves, notes = self._decommission_moves(records, avoided)
+        try:
+            moves, notes = self._decommission_moves(records, avoided)
+        except OperationError as exc:  # no placement fits the nodes left: failover covers them when they go
+            log_event(_log, "decommission_deferred", logging.WARNING, executors=sorted(records), why=str(exc))
+            return {**answers, **dict.fromkeys(records)}
         if joinable is not None:
             busy = {m.task for m in joinable.moves if not m.finished}
             moves = [m for m in moves if m.task not in busy]  # the drain under way moves them already
@@ -242,7 +246,7 @@ class Operations:
             pins[task] = holder[0].node_id
         # The moves are judged against the snapshot the pins came from: a partition whose primary a report moved
         # between two readings would otherwise be handed over from a node that is not the one decommissioned.
-        moves, more = self._moves_to(self._groups.target(pins, exclude=avoided, running=running_primaries))
+        moves, more = self._moves_to(self._target(pins, exclude=avoided, running=running_primaries))
         for move in moves:
             move.urgent = True
         return moves, [*notes, *more]
@@ -292,7 +296,7 @@ class Operations:
         operation runs; a dry run answers at once)."""
 
         def plan() -> tuple[list[HandOver], list[str]]:
-            target = self._groups.target({})
+            target = self._target({})
             if target is not None:
                 placement, running = target
                 fixed = frozenset(t for t in placement if t not in running or self._stopped_run(t))
@@ -321,7 +325,7 @@ class Operations:
         executors outside them (warmed up first: a new executor takes replicas, then primaries). The
         load-balancing policy's operation (`notes` say why it was started). None, and nothing started, when the
         busiest load per core would fall by less than `min_gain` milliseconds."""
-        target = self._groups.target(None)
+        target = self._target(None)
         if target is None:
             return None
         placement, running = target
@@ -452,6 +456,21 @@ class Operations:
         return found
 
     # planning
+    def _target(
+        self,
+        pins: dict[str, str] | None,
+        exclude: frozenset[str] = frozenset(),
+        running: dict[str, str] | None = None,
+    ) -> tuple[Placement, dict[str, str]] | None:
+        """`ReplicaGroups.target`, its refusal as an operation's error (a command, a decommission's drain)."""
+        try:
+            return self._groups.target(pins, exclude=exclude, running=running)
+        except InfeasiblePlacement as exc:
+            raise OperationError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"no placement of the replica groups fits the nodes left: {exc}",
+            ) from exc
+
     def _plan_in_force(self) -> Placement | None:
         return self._groups.current().placement
 

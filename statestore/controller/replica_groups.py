@@ -295,11 +295,12 @@ class ReplicaGroups:
         tasks = {p.key: task_partition_key(p.store) for p in partitions}
         if running is None:
             running = _task_pins(partitions, tasks, set(self._membership.live_node_ids()))
-        if pins is None:
-            pins = {t: n for t, n in running.items() if n not in out}
+        placeable = {r.node_id for r in live}
+        # A pin on a node left out (draining, excluded, dead) cannot hold: its partition is placed freely.
+        pins = {t: n for t, n in (running if pins is None else pins).items() if n in placeable}
         q = min(self._q, len(live) - 1)
         demands = sorted(self.demands().values(), key=lambda d: d.id)
-        current = plan.placement if plan.placement.replicas == q else None
+        current = plan.placement
         topology = build_topology(live, q + 1, pins, len(demands))
         try:
             placed = plan_replica_groups(topology, demands, q, current=current, pinned_primaries=pins)
@@ -366,7 +367,7 @@ class ReplicaGroups:
             if not self._pending and live_ids == plan.nodes:
                 return plan
             try:
-                made = self._repair(plan, plan.placement, live, live_ids, alive, q)
+                made = self._repair(plan, plan.placement, live, live_ids, q)
             except InfeasiblePlacement as exc:
                 log_event(_log, "repair_failed", error=str(exc), note="every group is placed anew")
                 made = self._replan(plan, live, live_ids, q)
@@ -423,7 +424,9 @@ class ReplicaGroups:
         tasks = {p.key: task_partition_key(p.store) for p in partitions}
         pins = _task_pins(partitions, tasks, set(live_ids))
         demands = self._task_demands(partitions, tasks)
-        current = previous.placement if previous.placement is not None and previous.placement.replicas == q else None
+        # Whatever q it had: the solver keeps the copies that are still of use (a caught-up replica is worth keeping
+        # when q grows or shrinks), where starting from nothing dropped a third of them.
+        current = previous.placement
         topology = build_topology(live, q + 1, pins, len(demands))
         try:
             plan = plan_replica_groups(topology, demands, q, current=current, pinned_primaries=pins)
@@ -455,7 +458,6 @@ class ReplicaGroups:
         current: Placement,
         live: list[NodeRecord],
         live_ids: frozenset[str],
-        alive: set[str],
         q: int,
     ) -> PlanInForce:
         """Re-place only the groups the changes since `previous` touched (module docstring): O(the changed task
@@ -468,7 +470,7 @@ class ReplicaGroups:
             """Read `task`'s stores and pin; False when it has no store left."""
             if task not in stores:
                 stores[task] = self._membership.stores_of_task(task)
-                pin = _pin_of(stores[task], alive)
+                pin = _pin_of(stores[task], live_ids)  # as `_replan`: never on a draining node
                 if pin is not None:
                     pins[task] = pin
             return bool(stores[task])
