@@ -84,7 +84,12 @@ class Migration:
         self._stopped = threading.Event()
         self._errors: dict[str, int] = {}  # task -> unexpected errors in a row
         self.draining: set[str] = set()  # nodes a decommission drains
-        self._step_lock = threading.Lock()  # one step at a time per operation: its thread's, or abandon's
+        self._step_lock = threading.Lock()  # one step at a time per operation: its thread's, or a request's
+        # Requests of other threads (abandon, join) that found a step under way: a step may wait on the driver's
+        # steer or locate RPC (seconds when the driver is slow), and Spark's events thread must not wait with it.
+        # The operation's thread runs them before its next step.
+        self._inbox: list[Callable[[], None]] = []
+        self._inbox_lock = threading.Lock()
 
     def start(self) -> None:
         """Carry the moves out on a daemon thread (nothing for a dry run)."""
@@ -117,39 +122,64 @@ class Migration:
         return [m.task for m in self.moves if m.source == node_id and m.moves_primary and m.step is Step.STEERED]
 
     def abandon_tasks(self, tasks: frozenset[str], why: str) -> list[str]:
-        """Fail the primary moves of `tasks` that are not served yet; returns their tasks."""
-        abandoned = []
-        with self._step_lock:
-            for move in self.moves:
-                if move.task in tasks and move.moves_primary and not move.served:
-                    self._protocol.fail(move, why)
-                    abandoned.append(move.task)
-        return abandoned
+        """Fail the primary moves of `tasks` that are not served yet; returns their tasks. Without waiting for a
+        step under way (`_when_idle`): the moves then fail before the operation's next step."""
+        return self._abandon(lambda move: move.task in tasks, why)
 
     def abandon_target(self, node_id: str, why: str) -> list[str]:
-        """Fail the moves to `node_id` that are not served yet (its executor is going); returns their tasks."""
-        abandoned = []
-        with self._step_lock:
-            for move in self.moves:
-                if move.target == node_id and move.moves_primary and not move.served:
-                    self._protocol.fail(move, why)
-                    abandoned.append(move.task)
-        return abandoned
+        """Fail the moves to `node_id` that are not served yet (its executor is going); returns their tasks, as
+        `abandon_tasks`."""
+        return self._abandon(lambda move: move.target == node_id, why)
+
+    def _abandon(self, chosen: Callable[[HandOver], bool], why: str) -> list[str]:
+        def doomed() -> list[HandOver]:
+            return [m for m in self.moves if chosen(m) and m.moves_primary and not m.served]
+
+        def fail() -> None:
+            for move in doomed():
+                self._protocol.fail(move, why)
+
+        tasks = [m.task for m in doomed()]
+        return tasks if tasks and self._when_idle(fail) else []
 
     def join(self, moves: list[HandOver], notes: list[str], draining: frozenset[str]) -> bool:
         """Add `moves` to this running operation, in its current strategy batch (another decommission event while
         this one drains: its executors exit in about a second, and waiting for this operation to end would leave
         their partitions to failover). Returns False when the operation has ended meanwhile (start another)."""
-        with self._step_lock:
-            if self._ended is not None or self._stopped.is_set():
-                return False
+
+        def add() -> None:
             for move in moves:
                 move.batch = self._batch
                 self._protocol.decide(move)
             self.moves = [*self.moves, *moves]  # a new list: a loop over the old one goes on undisturbed
             self.notes.extend(notes)
             self.draining.update(draining)
-            return True
+
+        return self._when_idle(add)
+
+    def _when_idle(self, request: Callable[[], None]) -> bool:
+        """Run `request` under the step lock: now if no step is under way, else queued for the operation's thread,
+        which runs it before its next step. False when the operation has ended (nothing would run it)."""
+        with self._inbox_lock:
+            if self._ended is not None:
+                return False
+            self._inbox.append(request)
+        if self._step_lock.acquire(blocking=False):
+            try:
+                self._run_requests()
+            finally:
+                self._step_lock.release()
+        return True
+
+    def _run_requests(self) -> None:
+        """Run the queued requests (call with the step lock held)."""
+        with self._inbox_lock:
+            requests, self._inbox = self._inbox, []
+        for request in requests:
+            try:
+                request()
+            except Exception:
+                _log.exception("operation %d: a request failed", self.operation_id)
 
     def _run(self) -> None:
         for batch in range(self._batches):
@@ -158,6 +188,7 @@ class Migration:
             while not self._stopped.is_set() and not all(m.served for m in current):
                 current = [m for m in self.moves if m.batch == batch]  # moves joined since count too
                 with self._step_lock:  # opened_ahead records a step: not while abandon fails the move
+                    self._run_requests()
                     ready = all(
                         (m.step is Step.WARM and self._protocol.opened_ahead(m)) or m.step is Step.STEERED or m.served
                         for m in current
@@ -168,10 +199,14 @@ class Migration:
                         self._advance(move, may_steer=ready or move.urgent)
                 self._stopped.wait(_TICK_SECONDS)
         while True:
-            with self._step_lock:  # ended under the lock: `join` adds to a running operation or to none
+            with self._step_lock:
+                self._run_requests()
                 if self._stopped.is_set() or all(m.finished for m in self.moves):
-                    self._ended = time.monotonic()
-                    break
+                    with self._inbox_lock:  # ended only with no request left: `join` adds to a running one or none
+                        if not self._inbox:
+                            self._ended = time.monotonic()
+                            break
+                    continue
             for move in self.moves:
                 self._advance(move, may_steer=True)
             self._stopped.wait(_TICK_SECONDS)
@@ -184,6 +219,7 @@ class Migration:
         stays running with no thread carrying it out."""
         try:
             with self._step_lock:
+                self._run_requests()
                 self._protocol.advance(move, may_steer)
             self._errors.pop(move.task, None)
         except Exception as exc:

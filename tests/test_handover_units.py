@@ -1101,15 +1101,57 @@ def test_an_executor_decommissioned_while_a_drain_runs_joins_it(membership: Memb
         assert to_b == {task("0/0/default"), task("0/1/default")}
         assert operations.decommissioning("b") == first  # joined, not "call again"
         assert {"a", "b"} <= operations.draining()
-        status = operations.status(first)
+        # Failed at once, or before the operation's next step if one was under way (Migration._when_idle).
+        status = wait_until(
+            lambda: all(m.step == "failed" for m in operations.status(first).moves if m.target_node == "b")
+            and operations.status(first)
+        )
         failed = [m for m in status.moves if m.target_node == "b"]
-        assert failed and all(m.step == "failed" and "decommissioning executor b" in m.error for m in failed)
+        assert failed and all("decommissioning executor b" in m.error for m in failed)
         live = [m for m in status.moves if m.step != "failed"]
         assert {m.partition for m in live} >= to_b, status
         assert all(m.target_node not in ("a", "b") for m in live), status
         assert any("executor b (node b)" in note for note in status.notes)
         assert operations.decommissioning("b") == first  # polled again: the same drain
     finally:
+        operations.stop()
+
+
+def test_spark_events_do_not_wait_for_a_steer_stuck_on_the_driver(membership: Membership) -> None:
+    """A step of an operation waits on the driver's steer RPC (up to its deadline when the driver is slow). Spark's
+    next decommission event, on the thread that watches the driver's executors, must not wait with it: its
+    requests are run before the operation's next step."""
+    import threading
+
+    steering, release = threading.Event(), threading.Event()
+
+    def stuck_steer(_steer: object) -> None:
+        steering.set()
+        release.wait(30)
+
+    beat(membership, "e")
+    place = control_pb2.SparkPlace(run_id="0b5e8d7c-1f2a-4c3b-9d8e-7f6a5b4c3d2e", state_root=f"{ROOT}/state")
+    membership.heartbeat(  # a's partitions as Spark placed them: steerable
+        control_pb2.HeartbeatRequest(
+            node=control_pb2.NodeRef(node_id="a", address="a:1", executor_id="a", executor_host="10.0.0.1"),
+            primaries=[control_pb2.PrimaryReport(store=store(s), version=3, place=place)
+                       for s in ("0/0/default", "0/1/default")],
+        )
+    )  # fmt: skip
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=stuck_steer, locate=lambda _steer: ""))
+    try:
+        first = operations.decommissioning("a")
+        assert steering.wait(10), "the drain steered nothing"
+        answered: list[int | None] = []
+        event = threading.Thread(target=lambda: answered.append(operations.decommissioning("b")))
+        event.start()
+        event.join(timeout=5)
+        assert answered == [first], "the event waited for the steer stuck on the driver"
+        release.set()
+        wait_until(lambda: all(m.step == "failed" for m in operations.status(first).moves if m.target_node == "b"))
+    finally:
+        release.set()
         operations.stop()
 
 

@@ -197,8 +197,13 @@ class Operations:
             log_event(_log, "decommission_deferred", logging.WARNING, executors=sorted(records), why=str(exc))
             return {**answers, **dict.fromkeys(records)}
         if joinable is not None:
-            busy = {m.task for m in joinable.moves if not m.finished}
-            moves = [m for m in moves if m.task not in busy]  # the drain under way moves them already
+            # Moved by the drain under way already, unless to the executors going now: those moves fail (maybe
+            # only before its next step, see Migration._when_idle) and their partitions get new ones here.
+            busy = {
+                m.task for m in joinable.moves
+                if not m.finished and not (m.target in left and m.moves_primary and not m.served)
+            }  # fmt: skip
+            moves = [m for m in moves if m.task not in busy]
             if not joinable.join(moves, notes, left):
                 return {**answers, **dict.fromkeys(records)}  # it ended meanwhile: the next call starts a drain
             started = joinable
