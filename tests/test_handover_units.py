@@ -1155,6 +1155,23 @@ def test_spark_events_do_not_wait_for_a_steer_stuck_on_the_driver(membership: Me
         operations.stop()
 
 
+def test_a_decommission_met_while_its_node_is_silent_is_asked_again(membership: Membership, clock: FakeClock) -> None:
+    """The node of the executor Spark decommissions missed heartbeats past dead_after (a pause): "nothing to
+    drain" (0) was final, and the executor exited undrained once its node was back. It is asked again instead."""
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        clock.now = 5.0  # past dead_after (3 s): every node silent
+        beat(membership, "b", replicas=[store("0/0/default"), store("0/1/default")])
+        beat(membership, "c")
+        assert operations.decommissioning("a") is None
+        beat_as_before(membership)  # a is back
+        assert operations.decommissioning("a")
+        assert operations.decommissioning("nobody") == 0  # no state node at all: nothing to drain, for good
+    finally:
+        operations.stop()
+
+
 def test_a_decommission_judges_its_moves_against_the_primaries_it_chose_its_pins_from(membership: Membership) -> None:
     """Reports that move a primary arrive while the drain is planned (a partition of the decommissioned a is now
     c's, as a hand-over just finished might report): the drain's moves still start on a, the node its pins

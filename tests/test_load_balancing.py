@@ -277,3 +277,83 @@ def test_bad_settings_are_refused_naming_them() -> None:
         BalancerSettings(mode="sometimes")
     with pytest.raises(ValueError, match=r"imbalance factor 0\.9"):
         BalancerSettings(imbalance_factor=0.9)
+
+
+def test_a_query_idle_at_a_higher_version_does_not_silence_the_policy(cluster: Cluster) -> None:
+    """A batch was the highest version any primary reported: while a query at version 50,000 stayed idle (or
+    stopped), no batch of another query counted, and the policy looked at nothing, saying nothing."""
+    other = common_pb2.StoreRef(store_id="0/0/default", checkpoint_dir="/data/idle/checkpoint/state/0/0")
+    beat(cluster.membership, "d", [(other, 10.0)], version=50_000)
+    balancer = LoadBalancer(cluster.membership, cluster.operations, BalancerSettings(mode="on", batches=2))
+    actions = []
+    for _ in range(2):
+        cluster.batch(HOT)
+        verdict = balancer.look()
+        assert verdict is not None, "the idle query's version hid this batch"
+        actions.append(verdict.action)
+    assert actions[0] == "wait" and actions[1].startswith("started"), actions
+    assert balancer.look() is None  # nothing committed since: no batch
+
+
+def test_an_executor_whose_cores_are_not_known_yet_counts_as_the_largest() -> None:
+    """A node learns its executor's cores from its first stateful task, which Spark never sends to a new executor
+    (it runs tasks where their state is). Counted as one core, no move to it ever looked like a gain."""
+    membership = Membership(dead_after=30.0, clock=FakeClock())
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    balancer = LoadBalancer(membership, operations, BalancerSettings(mode="on", batches=1, max_moves=1))
+    try:
+        a_tasks = [(store(p), 100.0) for p in range(4)]
+        b_tasks = [(store(p), 100.0) for p in range(4, 8)]
+        beat(membership, "a", a_tasks, replicas=[s for s, _ in b_tasks], version=4, cores=4)
+        beat(membership, "b", b_tasks, replicas=[s for s, _ in a_tasks], version=4, cores=4)
+        beat(membership, "c", version=4, cores=0)  # joined: cores not known yet
+        assert executor_loads(membership)["c"].cores == 4
+        verdict = balancer.look()
+        assert verdict is not None and verdict.action == "started 1", verdict
+        (moved,) = operations.status().moves
+        assert moved.target_node == "c"
+    finally:
+        operations.stop()
+
+
+def test_a_stopped_querys_load_is_not_balanced() -> None:
+    """Its partitions stay known for a while after it stops: their load is no executor's any more, no move is
+    planned for them, and an operation with no move is not started."""
+    membership = Membership(dead_after=30.0, clock=FakeClock())
+    place = control_pb2.SparkPlace(run_id="run-1", state_root=f"{ROOT}/state")
+    reports = []
+    for p in (0, 1):
+        report = control_pb2.PrimaryReport(store=store(p), version=4, place=place)
+        report.load.CopyFrom(control_pb2.PartitionLoad(task_millis=900.0, rows_written=10, batches=8))
+        reports.append(report)
+    membership.heartbeat(
+        control_pb2.HeartbeatRequest(
+            node=control_pb2.NodeRef(node_id="a", address="a:1", executor_id="a", executor_host="h"),
+            primaries=reports,
+        )
+    )
+    beat(membership, "b", replicas=[store(0), store(1)], version=4)
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        operations.query_stopped("run-1")
+        loads = task_loads(membership)
+        cores = {n: e.cores for n, e in executor_loads(membership).items()}
+        assert operations.balance_load(loads, cores, ["test"], max_moves=2) is None
+        assert operations.recent() == []
+    finally:
+        operations.stop()
+
+
+def test_dry_runs_do_not_push_the_operations_carried_out_out_of_the_list(cluster: Cluster) -> None:
+    """In dry-run mode the policy plans an operation every few batches: one dry run at most is kept among the
+    operations listed, so the moves, drains and decommissions carried out stay there."""
+    from statestore.controller.operations import PartitionMoveRequest
+
+    cluster.batch(HOT)
+    moved = cluster.operations.move([PartitionMoveRequest("1", "c")])
+    for _ in range(12):
+        cluster.operations.rebalance(dry_run=True)
+    assert cluster.operations.status(moved.operation_id).operation_id == moved.operation_id
+    assert sum(o.state == "planned" for o in cluster.operations.recent()) == 1

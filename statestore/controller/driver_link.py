@@ -179,27 +179,35 @@ class DriverLink:
             event = self._inbox.get()
             if event is None:
                 return
-            kind = event.get("event")
-            if kind == "executor_removed":
-                self.events.executor_removed(str(event["executor"]), str(event.get("reason", "")), self.steer)
-            elif kind == "decommissioning":
-                self.events.decommissioning([str(e) for e in event.get("executors", [])])
-            elif kind == "query_started":
-                try:
-                    decisions = self._controller.query_started(
-                        str(event["run_id"]), str(event["state_root"]), self.steer
-                    )
-                    log_event(_log, "query_started", run_id=event["run_id"], steered=len(decisions))
-                except Exception as exc:  # the query's start never waits on our error: it is acknowledged anyway
-                    log_event(_log, "query_start_not_steered", logging.WARNING, error=repr(exc))
-                with contextlib.suppress(DriverLinkError):  # the driver stopped waiting: its own bound
-                    self._send({"ack": event.get("ack")})
-            elif kind == "query_stopped":
-                ended = self._controller.query_stopped(str(event["run_id"]))
-                log_event(_log, "query_stopped", run_id=event["run_id"], moves_ended=ended)
-            elif kind == "application":
-                log_event(_log, "spark_application", id=event.get("id"), ui=event.get("ui"))
-                if self._on_application is not None:
-                    self._on_application({k: str(event.get(k) or "") for k in ("id", "name", "ui")})
-            else:
-                log_event(_log, "driver_link_unknown_event", logging.WARNING, event=str(event)[:200])
+            try:
+                self._handle(event)
+            except Exception as exc:
+                # This thread carries every later failover and drain: one bad event must not end it.
+                log_event(_log, "driver_event_failed", logging.ERROR, message=str(event)[:200], error=repr(exc))
+
+    def _handle(self, event: dict) -> None:
+        """Act on one of the driver's events."""
+        kind = event.get("event")
+        if kind == "executor_removed":
+            self.events.executor_removed(str(event["executor"]), str(event.get("reason", "")), self.steer)
+        elif kind == "decommissioning":
+            self.events.decommissioning([str(e) for e in event.get("executors", [])])
+        elif kind == "query_started":
+            try:
+                decisions = self._controller.query_started(
+                    str(event["run_id"]), str(event["state_root"]), self.steer
+                )
+                log_event(_log, "query_started", run_id=event["run_id"], steered=len(decisions))
+            except Exception as exc:  # the query's start never waits on our error: it is acknowledged anyway
+                log_event(_log, "query_start_not_steered", logging.WARNING, error=repr(exc))
+            with contextlib.suppress(DriverLinkError):  # the driver stopped waiting: its own bound
+                self._send({"ack": event.get("ack")})
+        elif kind == "query_stopped":
+            ended = self._controller.query_stopped(str(event["run_id"]))
+            log_event(_log, "query_stopped", run_id=event["run_id"], moves_ended=ended)
+        elif kind == "application":
+            log_event(_log, "spark_application", id=event.get("id"), ui=event.get("ui"))
+            if self._on_application is not None:
+                self._on_application({k: str(event.get(k) or "") for k in ("id", "name", "ui")})
+        else:
+            log_event(_log, "driver_link_unknown_event", logging.WARNING, message=str(event)[:200])

@@ -55,10 +55,17 @@ def executor_loads(membership: Membership, leaving: frozenset[str] = frozenset()
         task = task_partition_key(partition.store)
         if partition.primary in live and task in loads:
             running.setdefault(partition.primary, {})[task] = loads[task]
-    return {
-        record.node_id: ExecutorLoad(
-            record.node_id, record.executor_id, record.executor_cores, running.get(record.node_id, {})
-        )
+    executors = [
+        record
         for record in membership.nodes()
         if record.node_id in live and record.executor_id and record.node_id not in leaving
+    ]
+    # A node learns its executor's cores from the first stateful task it runs. One that joined and runs none yet
+    # counted as one core, so no move to it could ever look like a gain: it counts as the largest executor known.
+    unknown = max((record.executor_cores for record in executors), default=1) or 1
+    return {
+        record.node_id: ExecutorLoad(
+            record.node_id, record.executor_id, record.executor_cores or unknown, running.get(record.node_id, {})
+        )
+        for record in executors
     }

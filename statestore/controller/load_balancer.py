@@ -1,8 +1,9 @@
 """The load-balancing policy: when one executor stays busier than the others, hand primaries over to even it out.
 
 After every micro-batch the nodes report what each partition's batches cost (`PartitionLoad`, docs/node.md);
-`statestore.controller.load` sums them per executor and core. The policy looks at each new batch (the highest
-version any primary committed) and counts the batches in a row in which the busiest executor's task time per
+`statestore.controller.load` sums them per executor and core. The policy looks at each new batch (a look at
+which some partition's primary reports another version than at the last look: any query's progress, a restarted
+one's too) and counts the batches in a row in which the busiest executor's task time per
 core was over `imbalance_factor` times the mean, or an executor ran no stateful task while another ran two or
 more (one that joined: two executors becoming three is only 1.5x the mean). After `batches` of them it asks
 `Operations.balance_load` for hand-overs, at most `max_moves`, with the batched strategy: role swaps inside the
@@ -77,7 +78,8 @@ class LoadBalancer:
         self._membership = membership
         self._operations = operations
         self.settings = settings
-        self._last_batch = -1
+        self._seen: dict[str, int] = {}  # partition key -> the version its primary reported at the last look
+        self._batches = 0  # looks that found a new batch
         self._over_for = 0
         self._quiet_until = -1  # batch before which nothing is counted (cooldown)
         self._stop = threading.Event()
@@ -105,12 +107,18 @@ class LoadBalancer:
     def look(self) -> Verdict | None:
         """One look: count a new batch over the factor, act once `batches` in a row were. None when no new batch
         was committed since the last look or fewer than two executors report."""
-        batch = max((p.report.version for p in self._membership.partitions()), default=0)
-        if batch <= self._last_batch:
+        # Any partition's progress is a new batch. The highest version alone stalled the policy for as long as the
+        # query holding it was idle or stopped (days behind a query whose versions were 50,000).
+        seen = {p.key: p.report.version for p in self._membership.partitions()}
+        if not seen or seen.items() <= self._seen.items():
+            self._seen = seen
             return None
-        self._last_batch = batch
+        self._seen = seen
+        self._batches += 1
+        batch = self._batches
         loads = executor_loads(self._membership, self._operations.draining())
         if len(loads) < 2 or not any(e.millis for e in loads.values()):
+            self._over_for = 0  # "in a row" starts again once two executors report
             return None
         mean = sum(e.per_core for e in loads.values()) / len(loads)
         busiest = max(sorted(loads), key=lambda n: loads[n].per_core)

@@ -151,17 +151,22 @@ class Operations:
         only that holder must be warm, new replicas follow), its replicas to other nodes, and no plan uses their
         nodes again. Every node of the event is taken out of the plans before any is planned, so that no move goes
         from one to another. Moves of a running operation to them fail. Returns, per executor, its drain's
-        operation id (0: the executor has no live node, or nothing to drain), None while another operation is
-        still running (call again). A drain still running takes the executors of a later event in (`Migration.join`):
-        they exit long before it ends."""
+        operation id (0: the executor has no state node, or nothing to drain), None while another operation is
+        still running or its node is silent (call again). A drain still running takes the executors of a later
+        event in (`Migration.join`): they exit long before it ends."""
         answers: dict[str, int | None] = {}
         records: dict[str, NodeRecord] = {}
         for executor_id in executor_ids:
             node_id = self._membership.node_of_executor(executor_id)
             record = self._membership.node(node_id) if node_id else None
-            if record is None or not self._membership.is_alive(record):
-                log_event(_log, "decommission_not_drained", executor=executor_id, why="no live state node")
+            if record is None:
+                log_event(_log, "decommission_not_drained", executor=executor_id, why="no state node")
                 answers[executor_id] = 0
+                continue
+            if not self._membership.is_alive(record):
+                # Silent past dead_after (a pause, a slow network), maybe not for good: asked again at the next
+                # call, while Spark still decommissions the executor (0 would be final).
+                answers[executor_id] = None
                 continue
             records[executor_id] = record
         for record in records.values():
@@ -334,7 +339,11 @@ class Operations:
         if target is None:
             return None
         placement, running = target
-        fixed = frozenset(t for t in placement if t not in running)
+        # A stopped query's partitions stay known for a while (Spark keeps their stores loaded, then the controller
+        # remembers them for forget_after): their load is no executor's any more, and their primaries stay.
+        stopped = frozenset(t for t in placement if t in running and self._stopped_run(t))
+        loads = {t: load for t, load in loads.items() if t not in stopped}
+        fixed = frozenset(t for t in placement if t not in running) | stopped
         before = _busiest_per_core(placement, loads, cores)
         balanced, swapped = balance_primaries_by_load(placement, loads, cores, fixed, max_moves)
         # Then to executors outside the groups (one that joined holds nothing): a warm-up copy each.
@@ -347,6 +356,9 @@ class Operations:
             return None
         moves, more = self._moves_to((balanced, running))
         moves = [m for m in moves if m.task in swapped]  # only the hand-overs it is for, nothing else re-planned
+        if not moves:
+            return None
+        more = [note for note in more if any(note.startswith(f"{task}:") for task in swapped)]
         for move in moves:
             if move.task in swapped:
                 move.log.append(
@@ -638,8 +650,12 @@ def _strategy(strategy: str) -> Strategy:
 
 
 def _kept(operations: list) -> list:
-    """The operations to keep listing: every one running or queued, and the last `_KEPT` ended."""
+    """The operations to keep listing: every one running or queued, and the last `_KEPT` ended, of which one dry
+    run at most (the load-balancing policy in dry-run mode plans one every few batches: the operations carried out
+    went out of the list within minutes)."""
     ended = [o for o in operations if not _in_flight(o)]
+    dry_runs = [o for o in ended if getattr(o, "dry_run", False)]
+    ended = [o for o in ended if not getattr(o, "dry_run", False) or o is dry_runs[-1]]
     keep = {id(o) for o in ended[-_KEPT:]}
     return [o for o in operations if _in_flight(o) or id(o) in keep]
 

@@ -27,6 +27,7 @@ class SparkEvents:
         self.drained: dict[str, int] = {}  # decommissioning executor id -> its drain's operation id (0: none)
         self._announced: set[str] = set()
         self._drain_failed: set[str] = set()  # events ("1,2") whose drain failed once (logged once, retried)
+        self._deferred: set[str] = set()  # executors whose drain had to wait (logged once)
 
     def executor_removed(self, executor_id: str, reason: str, steer: SteerFunction) -> None:
         """Spark removed `executor_id`: fail its partitions over, steering each with `steer` (never raises: the
@@ -35,6 +36,7 @@ class SparkEvents:
         # Gone for good: what was kept of its decommission goes (executors come and go for an application's life).
         self.drained.pop(executor_id, None)
         self._announced.discard(executor_id)
+        self._deferred.discard(executor_id)
         self._drain_failed = {key for key in self._drain_failed if executor_id not in key.split(",")}
         try:
             self._controller.executor_lost(executor_id, steer)
@@ -63,3 +65,8 @@ class SparkEvents:
         for executor_id, operation_id in started.items():
             if operation_id is not None:
                 self.drained[executor_id] = operation_id
+            elif executor_id not in self._deferred:  # said once: the call is repeated every poll
+                self._deferred.add(executor_id)
+                log_event(_log, "decommission_waits", logging.WARNING, executor=executor_id,
+                          why="another operation runs, or its state node is silent: retried while Spark decommissions "
+                          "it; if it exits first, its partitions fail over")  # fmt: skip
