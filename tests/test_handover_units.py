@@ -1198,18 +1198,42 @@ def test_a_decommission_judges_its_moves_against_the_primaries_it_chose_its_pins
         operations.stop()
 
 
-def test_a_move_to_a_decommissioning_executor_fails_and_its_drain_follows(membership: Membership) -> None:
+def test_a_move_to_a_decommissioning_executor_fails_and_its_drain_joins_the_operation(
+    membership: Membership,
+) -> None:
     operations = Operations(membership, ReplicaGroups(membership, q=1))
     operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
     try:
         move = operations.move([PartitionMoveRequest("1", "c")])  # c holds nothing: it warms up first
-        assert operations.decommissioning("c") is None  # the move's operation still runs
+        # c exits about a second after its last task: its drain joins the running operation, not after it.
+        assert operations.decommissioning("c") == move.operation_id
+        assert "c" in operations.draining()
         failed = wait_until(
             lambda: operations.status(move.operation_id).state == "failed" and operations.status(move.operation_id)
         )
         assert "Spark is decommissioning executor c" in failed.moves[0].error
-        drain = wait_until(lambda: operations.decommissioning("c"))
-        assert operations.status(drain).kind == "decommission" and "c" in operations.draining()
+        assert any("executor c (node c)" in note for note in failed.notes)
+    finally:
+        operations.stop()
+
+
+def test_a_decommission_during_a_balance_moves_the_executors_partitions_at_once(membership: Membership) -> None:
+    """The load-balancing policy's operation moves a's partition 1 to c (c warms up first); Spark decommissions a.
+    The balance's move off a, not steered yet, fails and a's partitions get urgent moves to their freshest replica
+    holder, in the same operation: waiting for the balance to end, a exited and its partitions failed over."""
+    operations = Operations(membership, ReplicaGroups(membership, q=1))
+    operations.attach_spark(SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""))
+    try:
+        balance = operations.move([PartitionMoveRequest("1", "c")])  # as a balance: a running operation
+        assert operations.decommissioning("a") == balance.operation_id
+        status = wait_until(
+            lambda: (s := operations.status(balance.operation_id))
+            and any(m.target_node == "c" and m.step == "failed" for m in s.moves)
+            and s
+        )
+        urgent = [m for m in status.moves if m.source_node == "a" and m.step != "failed"]
+        assert {m.partition for m in urgent} >= {task("0/0/default"), task("0/1/default")}, status
+        assert all(m.target_node == "b" for m in urgent if m.partition != task("0/0/default", OTHER_ROOT))
     finally:
         operations.stop()
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import grpc
 
 from handover.failover import freshest_holder
-from handover.handover import HandOver, HandOverProtocol, HandOverSettings, SparkLevers
+from handover.handover import HandOver, HandOverProtocol, HandOverSettings, SparkLevers, Step
 from handover.migration import Migration, order_moves
 from placement import InfeasiblePlacement, PartitionDemand, Placement, ReplicaGroup, Strategy
 from placement.primaries import balance_primaries, balance_primaries_by_load, move_primaries_to_lighter_nodes
@@ -174,9 +174,7 @@ class Operations:
         with self._lock:
             running = [m for m in self._operations if m.running]
         for executor_id, record in list(records.items()):
-            covering = next(
-                (m for m in running if m.kind == "decommission" and record.node_id in m.draining), None
-            )
+            covering = next((m for m in running if record.node_id in m.draining), None)
             if covering is not None:
                 answers[executor_id] = covering.operation_id
                 del records[executor_id]
@@ -189,12 +187,17 @@ class Operations:
                     log_event(_log, "moves_abandoned", operation=migration.operation_id, tasks=abandoned)
         if not records:
             return answers
-        # Another event while a decommission drains (dynamic allocation scales down again within seconds): its
-        # executors join that drain, since they exit about a second after their last task, long before it ends.
-        joinable = running[0] if len(running) == 1 and running[0].kind == "decommission" else None
+        # The executors exit about a second after their last task, long before a running operation ends (another
+        # decommission's drain, an operator's command, the load-balancing policy's): they join it. Its moves off
+        # them that are not steered yet fail, and are planned again here, urgent.
+        joinable = running[0] if len(running) == 1 else None
         if running and joinable is None:
             return {**answers, **dict.fromkeys(records)}
         left = frozenset(record.node_id for record in records.values())
+        unsteered = _unsteered_from(joinable, left) if joinable is not None else frozenset()
+        if joinable is not None and unsteered:
+            why = f"Spark is decommissioning node(s) {', '.join(sorted(left))}: moved at once instead"
+            joinable.abandon_tasks(unsteered, why)
         avoided = left | frozenset(joinable.draining if joinable is not None else ())
         try:
             moves, notes = self._decommission_moves(records, avoided)
@@ -207,6 +210,7 @@ class Operations:
             busy = {
                 m.task for m in joinable.moves
                 if not m.finished and not (m.target in left and m.moves_primary and not m.served)
+                and m.task not in unsteered
             }  # fmt: skip
             moves = [m for m in moves if m.task not in busy]
             if not joinable.join(moves, notes, left):
@@ -647,6 +651,12 @@ def _strategy(strategy: str) -> Strategy:
             grpc.StatusCode.INVALID_ARGUMENT,
             f"unknown strategy {strategy!r}: one of {', '.join(s.value for s in Strategy)}",
         ) from None
+
+
+def _unsteered_from(migration: Migration, nodes: frozenset[str]) -> frozenset[str]:
+    """The task partitions `migration` moves primaries of off `nodes` and has not steered yet."""
+    early = (Step.DECIDED, Step.WARMING_UP, Step.WARM)
+    return frozenset(m.task for m in migration.moves if m.moves_primary and m.source in nodes and m.step in early)
 
 
 def _kept(operations: list) -> list:
