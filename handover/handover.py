@@ -154,7 +154,10 @@ class HandOverProtocol:
 
     # 1. decide
     def decide(self, move: HandOver) -> None:
-        """Record the decision (the caller chose source, target and final group)."""
+        """Record the decision (the caller chose source, target and final group). A move that another thread ended
+        before (Spark decommissioned its target as the operation started) is left ended, holding nothing."""
+        if move.finished:
+            return
         move.started_at = self._clock()
         for node_id in (move.source, move.target):
             record = self._membership.node(node_id)

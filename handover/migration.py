@@ -94,8 +94,9 @@ class Migration:
     def start(self) -> None:
         """Carry the moves out on a daemon thread (nothing for a dry run)."""
         if self._ended is None:
-            for move in self.moves:
-                self._protocol.decide(move)
+            with self._step_lock:  # listed already: another thread's request may come before the decisions
+                for move in self.moves:
+                    self._protocol.decide(move)
             threading.Thread(target=self._run, name=f"statestore-migration-{self.operation_id}", daemon=True).start()
 
     def stop(self) -> None:

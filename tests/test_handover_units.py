@@ -472,6 +472,27 @@ def test_a_warm_up_that_runs_out_of_time_names_the_node_behind_and_its_role(
     assert "node c (a replica of the group afterwards) cannot become a replica in time" in move.error, move.error
 
 
+def test_a_move_ended_before_its_decision_holds_no_group(membership: Membership, clock: FakeClock) -> None:
+    """An operation is listed before its moves are decided: Spark's decommission of the target, on another
+    thread, can fail a move in between. The decision then held the partition's group, and nothing released it."""
+    shipping = control_pb2.PrimaryReport(
+        store=store("0/1/default"), version=3, replicas=[control_pb2.ReplicaProgress(node_id="b", acked_version=3)]
+    )
+    membership.heartbeat(
+        control_pb2.HeartbeatRequest(
+            node=control_pb2.NodeRef(node_id="a", address="a:1", executor_id="a", executor_host="10.0.0.1"),
+            primaries=[shipping],
+        )
+    )  # a ships partition 1's increments to b: a decision holds (a, b)
+    groups = ReplicaGroups(membership, q=1)
+    protocol = HandOverProtocol(membership, groups, SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""),
+                                HandOverSettings(), clock, 0.0)  # fmt: skip
+    move = HandOver(task("0/1/default"), "a", "c", ReplicaGroup("c", ("a",)))
+    protocol.fail(move, "Spark is decommissioning executor c: the move cannot end there")
+    protocol.decide(move)
+    assert move.step is Step.FAILED and groups.held(move.task) is None
+
+
 def test_a_warm_move_whose_targets_copy_is_gone_warms_up_again_instead_of_steering(
     membership: Membership, clock: FakeClock
 ) -> None:
