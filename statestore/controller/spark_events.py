@@ -3,8 +3,9 @@
 
 An executor Spark removed: its partitions fail over to their replica holders, each steered there
 (handover.failover). An executor Spark is decommissioning (dynamic allocation's scale-down, a decommissioned
-worker or executor, with `spark.decommission.enabled`): it is drained at once, retried while another operation
-must end first, so that its partitions are handed over before it exits.
+worker or executor, with `spark.decommission.enabled`): it is drained at once (an operation already running takes
+it in), retried while its node is silent or the controller cannot plan it yet, so that its partitions are handed
+over before it exits.
 """
 
 from __future__ import annotations
@@ -68,5 +69,5 @@ class SparkEvents:
             elif executor_id not in self._deferred:  # said once: the call is repeated every poll
                 self._deferred.add(executor_id)
                 log_event(_log, "decommission_waits", logging.WARNING, executor=executor_id,
-                          why="another operation runs, or its state node is silent: retried while Spark decommissions "
+                          why="its state node is silent or no placement fits yet: retried while Spark decommissions "
                           "it; if it exits first, its partitions fail over")  # fmt: skip
