@@ -14,11 +14,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from test_replica_fs import overwrite_state_files_with_junk
 
+from spark_provider.checkpoint_files import COPIES_DIR_KEY
 from spark_provider.local_cluster import executor_pids, kill_executor
 
 PARTITIONS = 4
@@ -84,13 +86,44 @@ def _linked_ssts(log: str) -> list[str]:
     return re.findall(r"statestore-fs: (\S+) read \d+ bytes of sst \S+ from its local copy[^,\n]*, as a hard link", log)
 
 
-def _loaded_partitions(log: str, run_id: str) -> set[int]:
-    """The partitions whose state Spark's provider loaded on this executor for query run `run_id` (its INFO log
-    names each)."""
-    found = re.findall(r"Reported that the loaded instance StateStoreProviderId\[ storeId=StateStoreId\[ "
-                       r"operatorId=0, partitionId=(\d+), storeName=default \], queryRunId=" + re.escape(run_id),
-                       log)  # fmt: skip
-    return {int(p) for p in found}
+def _current_holders(logs: dict[str, str], run_id: str) -> dict[int, str]:
+    """Partition -> the executor whose provider last reported it active for query run `run_id` (each executor's
+    INFO log names the partitions it loads, with the second). A partition Spark ran on one executor and later on
+    another is the later one's: only its state goes with that executor."""
+    pattern = re.compile(
+        r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d) INFO StateStore: Reported that the loaded instance StateStoreProviderId\[ "
+        r"storeId=StateStoreId\[ operatorId=0, partitionId=(\d+), storeName=default \], queryRunId="
+        + re.escape(run_id),
+        re.MULTILINE,
+    )
+    latest: dict[int, tuple[str, str]] = {}
+    for executor, log in logs.items():
+        for when, partition in pattern.findall(log):
+            if int(partition) not in latest or when >= latest[int(partition)][0]:
+                latest[int(partition)] = (when, executor)
+    return {partition: executor for partition, (_, executor) in latest.items()}
+
+
+def _copies_settled(checkpoint: Path, location: str, copies: Path) -> bool:
+    """Whether every state file of the checkpoint (`location`, its local directory `checkpoint`) has its copy's
+    index entry in the host's directory: no snapshot upload of the maintenance thread is between the checkpoint's
+    rename and its copy's publication (a kill there leaves a file no copy holds, which a load must read from the
+    checkpoint location)."""
+    root = urlparse(location).path or location  # what the index keys by: the path part of the URI
+    state = checkpoint / "state"
+    files = [
+        str(f.relative_to(state))
+        for f in state.rglob("*")
+        if f.is_file() and not f.name.startswith(".") and f.suffix in (".sst", ".zip", ".changelog")
+    ]
+    indexed = []
+    for index in copies.rglob("*.index"):
+        try:
+            indexed.append(index.read_text(errors="replace").split("\n", 1)[0])
+        except OSError:
+            continue
+    keys = set(indexed)
+    return all(f"{root.rstrip('/')}/state/{name}" in keys for name in files)
 
 
 def _wait(condition: Any, what: str, timeout: float = PROGRESS_TIMEOUT) -> None:
@@ -184,9 +217,12 @@ def _kill_and_reload(
             feed(batch)
             _wait(lambda b=batch: processed(b + 1), f"batch {batch}")
             exact(batch)
+        copies = Path(spark.sparkContext.getConf().get(COPIES_DIR_KEY))
+        _wait(lambda: _copies_settled(checkpoint, location, copies), "every state file's copy to be published")
         before = _executor_logs(spark)
         # The executor holding the most partitions' state dies.
-        held = {e: _loaded_partitions(log, str(query.runId)) for e, log in before.items()}
+        holders = _current_holders(before, str(query.runId))
+        held = {e: {p for p, holder in holders.items() if holder == e} for e in before}
         victim = max(sorted(executor_pids()), key=lambda e: (len(held.get(e, ())), e))
         lost = held.get(victim, set())
         assert lost, f"executor {victim} held no partition's state: {held}"
