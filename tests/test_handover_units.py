@@ -429,10 +429,8 @@ def warm_move_to_b(membership: Membership, clock: FakeClock) -> tuple[HandOverPr
     return protocol, move
 
 
-def test_a_moves_partition_keeps_its_replicas_until_the_new_group_is_warm(membership: Membership) -> None:
-    """A drain takes b out of every plan as it starts; a move of a later strategy batch warms its new members only
-    when its turn comes. Until then the partition keeps b's replica: retiring it at once left the partition with
-    no warm copy while the new one caught up."""
+def a_ships_partition_1_to_b(membership: Membership) -> None:
+    """a's heartbeat: it ships partition 1's increments to b, which acked version 3."""
     shipping = control_pb2.PrimaryReport(
         store=store("0/1/default"), version=3, replicas=[control_pb2.ReplicaProgress(node_id="b", acked_version=3)]
     )
@@ -441,7 +439,14 @@ def test_a_moves_partition_keeps_its_replicas_until_the_new_group_is_warm(member
             node=control_pb2.NodeRef(node_id="a", address="a:1", executor_id="a", executor_host="10.0.0.1"),
             primaries=[shipping],
         )
-    )  # a ships partition 1's increments to b
+    )
+
+
+def test_a_moves_partition_keeps_its_replicas_until_the_new_group_is_warm(membership: Membership) -> None:
+    """A drain takes b out of every plan as it starts; a move of a later strategy batch warms its new members only
+    when its turn comes. Until then the partition keeps b's replica: retiring it at once left the partition with
+    no warm copy while the new one caught up."""
+    a_ships_partition_1_to_b(membership)
     groups = ReplicaGroups(membership, q=1)
     levers = SparkLevers(steer=lambda _steer: None, locate=lambda _steer: "")
     protocol = HandOverProtocol(membership, groups, levers, HandOverSettings(), FakeClock(), 0.0)
@@ -475,15 +480,7 @@ def test_a_warm_up_that_runs_out_of_time_names_the_node_behind_and_its_role(
 def test_a_move_ended_before_its_decision_holds_no_group(membership: Membership, clock: FakeClock) -> None:
     """An operation is listed before its moves are decided: Spark's decommission of the target, on another
     thread, can fail a move in between. The decision then held the partition's group, and nothing released it."""
-    shipping = control_pb2.PrimaryReport(
-        store=store("0/1/default"), version=3, replicas=[control_pb2.ReplicaProgress(node_id="b", acked_version=3)]
-    )
-    membership.heartbeat(
-        control_pb2.HeartbeatRequest(
-            node=control_pb2.NodeRef(node_id="a", address="a:1", executor_id="a", executor_host="10.0.0.1"),
-            primaries=[shipping],
-        )
-    )  # a ships partition 1's increments to b: a decision holds (a, b)
+    a_ships_partition_1_to_b(membership)  # a decision holds (a, b)
     groups = ReplicaGroups(membership, q=1)
     protocol = HandOverProtocol(membership, groups, SparkLevers(steer=lambda _steer: None, locate=lambda _steer: ""),
                                 HandOverSettings(), clock, 0.0)  # fmt: skip
