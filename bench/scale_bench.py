@@ -301,7 +301,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="8 and 400 state partitions, a small input")
     parser.add_argument("--out", required=True, type=Path, help="the JSON to write (a PNG is written beside it)")
+    parser.add_argument(
+        "--points",
+        nargs="+",
+        type=int,
+        metavar="STATE_PARTITIONS",
+        help="run only these points of the chosen set, by state partitions (for example 400: the two-operator point)",
+    )
     args = parser.parse_args(argv)
+    chosen = QUICK_POINTS if args.quick else FULL_POINTS
+    if args.points:
+        known = {partitions * operators for partitions, operators in chosen}
+        unknown = sorted(set(args.points) - known)
+        if unknown:
+            parser.error(f"--points: no point of {unknown} in this run; it has {sorted(known)}")
+        chosen = tuple(point for point in chosen if point[0] * point[1] in args.points)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     workload = QUICK if args.quick else FULL
     work = Path(tempfile.mkdtemp(prefix="scale-bench-"))
@@ -311,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         write_input(
             work / "warmup", Workload(WARM_UP_BATCHES, workload.rows_per_batch // 2, workload.distinct_keys // 4)
         )
-        for partitions, operators in QUICK_POINTS if args.quick else FULL_POINTS:
+        for partitions, operators in chosen:
             runs = {}
             for provider in PROVIDERS:
                 started = time.monotonic()
@@ -333,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             "results_match": all(p["results_match"] for p in points),
             "no_materialize_timeouts": all(p["materialize_timeouts"] == 0 for p in points),
         },
-        "workload": {**workload.__dict__, "executors": EXECUTORS, "quick": args.quick},
+        "workload": {**workload.__dict__, "executors": EXECUTORS, "quick": args.quick, "points": args.points},
     }
     write_outputs(result, args.out, write_png, print_table)
     return 0

@@ -3,6 +3,7 @@ line, killed with a real SIGKILL. For the demo, the failover benchmark and the t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -54,6 +55,39 @@ def kill_executor(executor_id: str, timeout: float = 10.0, app_id: str | None = 
     while _argv(pid) is not None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"executor {executor_id} (pid {pid}) still runs {timeout}s after SIGKILL")
+        time.sleep(0.02)
+    return pid
+
+
+def children_of(pid: int) -> list[int]:
+    """The pids of the running processes whose parent is `pid` (an executor JVM's state-node sidecar)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry.name}/status").read_text()
+        except OSError:
+            continue
+        ppid = next((line.split()[1] for line in status.splitlines() if line.startswith("PPid:")), None)
+        if ppid == str(pid) and not gone(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_executor_and_node(executor_id: str, timeout: float = 10.0, app_id: str | None = None) -> int:
+    """SIGKILL executor `executor_id`'s JVM and, at once, its state node (a host lost whole, disk and all: a node
+    left running for the moment it takes to notice its JVM gone still writes to the host's directories); wait until
+    both are gone and return the JVM's pid."""
+    pid = executor_pids(app_id)[executor_id]
+    children = children_of(pid)
+    for victim in (pid, *children):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while not all(gone(victim) for victim in (pid, *children)):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"executor {executor_id} (pid {pid}) or its node still runs {timeout}s after SIGKILL")
         time.sleep(0.02)
     return pid
 

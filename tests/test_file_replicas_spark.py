@@ -37,7 +37,7 @@ import pytest
 from plain_aggregation_driver import build as build_aggregation
 from test_replica_fs import overwrite_state_files_with_junk
 
-from spark_provider.local_cluster import executor_pids, kill_executor
+from spark_provider.local_cluster import executor_pids, kill_executor_and_node
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 WORKERS = ("w1", "w2", "w3")
@@ -439,6 +439,20 @@ QUERIES = {
 }
 
 
+def _remove_tree(path: Path) -> None:
+    """Delete `path` whole while its host's node may still write there (a copy a peer shipped late lands between
+    rmtree's listing and its rmdir): try again until nothing is left."""
+    for _ in range(50):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    shutil.rmtree(path)
+
+
 def _newest_files_shipped(cluster: LoopbackCluster, host: str, checkpoint: Path, stores: set[str]) -> bool:
     """Whether a host other than `host` holds a shipped copy of each file a load of each of `stores`' newest version
     reads from the checkpoint: its newest snapshot and the changelogs after it."""
@@ -476,8 +490,10 @@ def test_a_lost_hosts_partitions_load_from_the_files_its_node_shipped_to_other_h
         # The kill comes once another host holds what a load of each lost partition reads.
         _wait(lambda: _newest_files_shipped(cluster, host, query.checkpoint, lost), "the lost partitions' newest files")
         before = cluster.executor_logs(spark.sparkContext.applicationId)
-        kill_executor(victim)
-        shutil.rmtree(cluster.copies(host))  # the host is gone with its disk
+        # The host is gone with its disk: its node too, which went on writing shipped copies there for the moment it
+        # took to notice its JVM gone (a CI run: rmtree met a file written after its listing).
+        kill_executor_and_node(victim)
+        shutil.rmtree(cluster.copies(host))
         shipped = [path for worker in WORKERS if worker != host for path in cluster.shipped(worker)]
         for store in lost:
             partition = store.rsplit("/", 1)[0]
@@ -568,7 +584,7 @@ def test_a_host_without_a_partitions_files_fetches_them_from_a_peer_for_its_load
     steered_there = sorted(store for store, p in partitions.items() if emptied in {r.node_id for r in p.replicas})
     host = cluster.worker_of(executor_pids()[emptied])
     before = cluster.executor_logs(spark.sparkContext.applicationId)
-    shutil.rmtree(cluster.copies(host))
+    _remove_tree(cluster.copies(host))
     assert overwrite_state_files_with_junk(query.checkpoint) > 0
     query.start(spark, "file_replicas_fetch")
     try:
