@@ -19,8 +19,10 @@ largest state node (an executor's provider and its node together), the controlle
 Writes {"points": [{"partitions", "ours_batch_ms", "spark_batch_ms", "spark_bounded_batch_ms", "ours_rss_mb",
 "spark_rss_mb", "spark_bounded_rss_mb", "controller_cpu_s_per_batch", "node_cpu_ms_per_increment", "batch_ratio",
 "memory_ratio_to_bounded", "results_match", ...}]}, a table and a PNG (batch time and memory against partitions).
-Targets: ours at most 0.7x of Spark's (changelog) batch time at every point, and our memory per executor at most
-1.5x Spark's bounded provider's.
+With `--rounds N` each point runs N times (the providers' order reversed every other round); its figures are then
+the rounds' medians (memory: the highest peak), and the rounds' own figures are kept under "rounds". `--points`
+runs only some points. Targets: ours at most 0.7x of Spark's (changelog) batch time at every point, and our memory
+per executor at most 1.5x Spark's bounded provider's.
 """
 
 from __future__ import annotations
@@ -232,6 +234,42 @@ def point_json(partitions: int, operators: int, runs: dict[str, ProviderRun], ba
     }
 
 
+# A point's figures over several rounds: times are the rounds' medians, memory the highest peak of any round.
+_MEDIAN_OVER_ROUNDS = (
+    "ours_batch_ms",
+    "spark_batch_ms",
+    "spark_bounded_batch_ms",
+    "controller_cpu_s_per_batch",
+    "node_cpu_ms_per_increment",
+    "batch_ratio",
+)
+_HIGHEST_OVER_ROUNDS = (
+    "ours_rss_mb",
+    "ours_executor_rss_mb",
+    "ours_node_rss_mb",
+    "spark_rss_mb",
+    "spark_bounded_rss_mb",
+    "memory_ratio_to_bounded",
+)
+
+
+def combine_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One point's figures from its rounds (each `point_json`'s): the median of each time and ratio over the rounds,
+    the highest of each memory peak, results matching only if they matched in every round, materialize timeouts
+    summed; the rounds themselves under "rounds". A single round is returned as it is."""
+    if len(rounds) == 1:
+        return rounds[0]
+    combined = {key: value for key, value in rounds[0].items() if key not in ("batch_ms_per_batch", "usage")}
+    for key in _MEDIAN_OVER_ROUNDS:
+        combined[key] = round(statistics.median(r[key] for r in rounds), 4)
+    for key in _HIGHEST_OVER_ROUNDS:
+        combined[key] = max(r[key] for r in rounds)
+    combined["results_match"] = all(r["results_match"] for r in rounds)
+    combined["materialize_timeouts"] = sum(r["materialize_timeouts"] for r in rounds)
+    combined["rounds"] = rounds
+    return combined
+
+
 def print_table(result: dict[str, Any]) -> None:
     """One row per point, with the ratios to the targets."""
     rows = [
@@ -248,6 +286,7 @@ def print_table(result: dict[str, Any]) -> None:
             f"{p['controller_cpu_s_per_batch'] * 1000:.0f}",
             f"{p['node_cpu_ms_per_increment']:.2f}",
             str(p["results_match"]),
+            " ".join(f"{r['batch_ratio']:.2f}" for r in p.get("rounds", [p])),
         ]
         for p in result["points"]
     ]
@@ -265,6 +304,7 @@ def print_table(result: dict[str, Any]) -> None:
             "controller ms/batch",
             "node ms/increment",
             "match",
+            "ratio per round",
         ],
         rows,
     )
@@ -302,6 +342,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="8 and 400 state partitions, a small input")
     parser.add_argument("--out", required=True, type=Path, help="the JSON to write (a PNG is written beside it)")
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run each point this many times, the providers' order reversed every other round, and report the "
+        "rounds' medians (single runs at 400 partitions differ by more than the target's margin)",
+    )
+    parser.add_argument(
         "--points",
         nargs="+",
         type=int,
@@ -309,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         help="run only these points of the chosen set, by state partitions (for example 400: the two-operator point)",
     )
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds: {args.rounds} is not a number of rounds; give 1 or more")
     chosen = QUICK_POINTS if args.quick else FULL_POINTS
     if args.points:
         known = {partitions * operators for partitions, operators in chosen}
@@ -326,14 +375,20 @@ def main(argv: list[str] | None = None) -> int:
             work / "warmup", Workload(WARM_UP_BATCHES, workload.rows_per_batch // 2, workload.distinct_keys // 4)
         )
         for partitions, operators in chosen:
-            runs = {}
-            for provider in PROVIDERS:
-                started = time.monotonic()
-                log(f"=== {partitions * operators} state partitions ({operators} operator(s)): {provider}")
-                runs[provider] = run_provider(provider, partitions, operators, work, workload)
-                log(f"  median batch {statistics.median(runs[provider].batch_ms):.0f} ms, "
-                    f"{time.monotonic() - started:.0f} s in all")
-            points.append(point_json(partitions, operators, runs, workload.batches - 1))
+            rounds = []
+            for round_ in range(args.rounds):
+                runs = {}
+                # Every other round in the reverse order: on two cores, what ran just before can weigh on a run.
+                for provider in PROVIDERS if round_ % 2 == 0 else tuple(reversed(PROVIDERS)):
+                    started = time.monotonic()
+                    log(f"=== {partitions * operators} state partitions ({operators} operator(s)): {provider}"
+                        f", round {round_ + 1} of {args.rounds}")
+                    runs[provider] = run_provider(provider, partitions, operators, work, workload)
+                    log(f"  median batch {statistics.median(runs[provider].batch_ms):.0f} ms, "
+                        f"{time.monotonic() - started:.0f} s in all")
+                rounds.append(point_json(partitions, operators, runs, workload.batches - 1))
+                log(f"  round {round_ + 1}: batch ratio {rounds[-1]['batch_ratio']:.2f}x")
+            points.append(combine_rounds(rounds))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = {
@@ -347,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
             "results_match": all(p["results_match"] for p in points),
             "no_materialize_timeouts": all(p["materialize_timeouts"] == 0 for p in points),
         },
-        "workload": {**workload.__dict__, "executors": EXECUTORS, "quick": args.quick, "points": args.points},
+        "workload": {**workload.__dict__, "executors": EXECUTORS, "quick": args.quick, "points": args.points,
+                     "rounds": args.rounds},
     }
     write_outputs(result, args.out, write_png, print_table)
     return 0
