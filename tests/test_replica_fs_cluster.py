@@ -126,6 +126,21 @@ def _copies_settled(checkpoint: Path, location: str, copies: Path) -> bool:
     return all(f"{root.rstrip('/')}/state/{name}" in keys for name in files)
 
 
+def _snapshots_uploaded(logs: dict[str, str], run_id: str, checkpoint: Path) -> bool:
+    """Whether, for each partition of query run `run_id`, the newest snapshot its executors' RocksDB logged creating
+    (at a commit; the maintenance thread uploads it later) is in the checkpoint as `<version>.zip`. A CI run: the
+    copies were all published, then the maintenance thread uploaded 4.zip and the kill came before its copy was."""
+    pattern = re.compile(
+        r"partitionId=(\d+), storeName=default \], queryRunId=" + re.escape(run_id)
+        + r" \]: RocksDB file mapping after creating snapshot file mapping for version (\d+):"
+    )  # fmt: skip
+    newest: dict[int, int] = {}
+    for log in logs.values():
+        for partition, version in pattern.findall(log):
+            newest[int(partition)] = max(newest.get(int(partition), 0), int(version))
+    return all((checkpoint / "state" / "0" / str(p) / f"{v}.zip").is_file() for p, v in newest.items())
+
+
 def _wait(condition: Any, what: str, timeout: float = PROGRESS_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -218,7 +233,11 @@ def _kill_and_reload(
             _wait(lambda b=batch: processed(b + 1), f"batch {batch}")
             exact(batch)
         copies = Path(spark.sparkContext.getConf().get(COPIES_DIR_KEY))
-        _wait(lambda: _copies_settled(checkpoint, location, copies), "every state file's copy to be published")
+        _wait(
+            lambda: _snapshots_uploaded(_executor_logs(spark), str(query.runId), checkpoint)
+            and _copies_settled(checkpoint, location, copies),
+            "every snapshot created to be uploaded and every state file's copy to be published",
+        )
         before = _executor_logs(spark)
         # The executor holding the most partitions' state dies.
         holders = _current_holders(before, str(query.runId))
