@@ -4,11 +4,11 @@ Spark's RocksDB provider with changelog checkpointing, unbounded and bounded (`b
     python bench/scale_bench.py [--quick] --out FILE.json
 
 Points: 8, 64, 200 and 400 state partitions (the last: 200 shuffle partitions and two stateful operators, a
-deduplication then an aggregation); quick: 8 and 400. Each provider at each point runs in a Spark application of
-its own on local-cluster[2,1,2048] (two one-core executors): a warm-up input first (so that the JVMs' compilers are
-done with the query's code), then the measured input, one parquet file per micro-batch, the same for every
-provider; every measured micro-batch's output is reduced to a digest and compared between providers. The measured
-query's first micro-batch creates every store (and, for ours, every replica): it is reported apart
+deduplication then an aggregation); quick: 8 and 400. Each provider at each point runs in a Spark application and a
+driver process of its own on local-cluster[2,1,2048] (two one-core executors): a warm-up input first (so that the
+JVMs' compilers are done with the query's code), then the measured input, one parquet file per micro-batch, the same
+for every provider; every measured micro-batch's output is reduced to a digest and compared between providers. The
+measured query's first micro-batch creates every store (and, for ours, every replica): it is reported apart
 (`first_batch_ms`), and the figures below are medians, and CPU and peaks sampled, over the micro-batches after it.
 
 Ours runs with one replica per partition, its controller as a process of its own (`statestore controller`, so its
@@ -28,10 +28,13 @@ per executor at most 1.5x Spark's bounded provider's.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import pickle
 import secrets
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -194,6 +197,29 @@ def run_provider(provider: str, partitions: int, operators: int, work: Path, wor
     return ProviderRun(batch_ms[1:], digests, usage, controller_cpu, first_batch_ms=batch_ms[0], loads=loads)
 
 
+def run_isolated(provider: str, partitions: int, operators: int, work: Path, workload: Workload) -> ProviderRun:
+    """`run_provider` in a driver process of its own. PySpark starts the driver's JVM with the first application's
+    confs as its system properties, and every later SparkConf in that JVM loads them: in one driver process, Spark's
+    providers ran with our plugin, its state nodes and our query listener from ours' application before them."""
+    job = work / f"{provider}-{partitions}-{operators}.job.json"
+    result = job.with_suffix(".pkl")
+    result.unlink(missing_ok=True)
+    job.write_text(json.dumps({"run": [provider, partitions, operators, str(work)], "workload": workload.__dict__,
+                               "result": str(result)}))  # fmt: skip
+    subprocess.run([sys.executable, str(Path(__file__).resolve()), "--isolated-run", str(job)], check=True)
+    return pickle.loads(result.read_bytes())  # written by this script's own `_isolated_run`, just now
+
+
+def _isolated_run(job_file: Path) -> int:
+    """The child side of `run_isolated`."""
+    job = json.loads(job_file.read_text())
+    provider, partitions, operators, work = job["run"]
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    run = run_provider(provider, partitions, operators, Path(work), Workload(**job["workload"]))
+    Path(job["result"]).write_bytes(pickle.dumps(run))
+    return 0
+
+
 def point_json(partitions: int, operators: int, runs: dict[str, ProviderRun], batches: int) -> dict[str, Any]:
     """One point's figures: medians over the measured micro-batches, peaks over the measured input."""
     ours, spark, bounded = runs["ours"], runs["spark"], runs["spark_bounded"]
@@ -338,6 +364,9 @@ def write_png(result: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--isolated-run"]:
+        return _isolated_run(Path(argv[1]))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="8 and 400 state partitions, a small input")
     parser.add_argument("--out", required=True, type=Path, help="the JSON to write (a PNG is written beside it)")
@@ -383,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                     started = time.monotonic()
                     log(f"=== {partitions * operators} state partitions ({operators} operator(s)): {provider}"
                         f", round {round_ + 1} of {args.rounds}")
-                    runs[provider] = run_provider(provider, partitions, operators, work, workload)
+                    runs[provider] = run_isolated(provider, partitions, operators, work, workload)
                     log(f"  median batch {statistics.median(runs[provider].batch_ms):.0f} ms, "
                         f"{time.monotonic() - started:.0f} s in all")
                 rounds.append(point_json(partitions, operators, runs, workload.batches - 1))
