@@ -38,10 +38,13 @@ final class CheckpointDir {
 
   final Path dir;
   private final FileSystem fs;
+  /** Set for a location on the local file system: its files are created without Hadoop (it forks a chmod each). */
+  private final LocalCheckpointWrites localWrites;
 
   CheckpointDir(Path dir, Configuration conf) throws IOException {
     this.dir = dir;
     this.fs = fileSystem(dir, conf);
+    this.localWrites = LocalCheckpointWrites.forFileSystem(fs, conf);
   }
 
   /** A private FileSystem instance without Hadoop's .crc side files: our files carry their own CRC. */
@@ -71,6 +74,10 @@ final class CheckpointDir {
 
   /** Writes {@code bytes} to {@code target} atomically: a temporary file in the same directory, renamed. */
   void writeAtomically(Path target, byte[] bytes) throws IOException {
+    if (localWrites != null) {
+      localWrites.writeAtomically(localWrites.file(target), bytes);
+      return;
+    }
     Path tmp = new Path(target.getParent(), "." + target.getName() + "." + UUID.randomUUID() + ".tmp");
     try (FSDataOutputStream out = fs.create(tmp, true)) {
       out.write(bytes);
@@ -173,7 +180,11 @@ final class CheckpointDir {
   /** Uploads a local RocksDB checkpoint as snapshot {@code version}, MANIFEST.json last. */
   void uploadSnapshot(long version, String storeId, File local, byte[] lineage) throws IOException {
     Path target = snapshotPath(version);
-    fs.mkdirs(target);
+    if (localWrites != null) {
+      localWrites.mkdirs(localWrites.file(target));
+    } else {
+      fs.mkdirs(target);
+    }
     List<SnapshotManifest.FileEntry> entries = new ArrayList<>();
     File[] files = local.listFiles();
     if (files == null) throw new IOException("No local checkpoint at " + local);
@@ -184,7 +195,7 @@ final class CheckpointDir {
       if (!f.isFile() || f.getName().startsWith("OPTIONS-")) continue;
       CRC32 crc = new CRC32();
       try (InputStream in = new FileInputStream(f);
-           OutputStream out = fs.create(new Path(target, f.getName()), true)) {
+           OutputStream out = create(new Path(target, f.getName()))) {
         int n;
         while ((n = in.read(buf)) > 0) {
           crc.update(buf, 0, n);
@@ -194,6 +205,10 @@ final class CheckpointDir {
       entries.add(new SnapshotManifest.FileEntry(f.getName(), f.length(), crc.getValue()));
     }
     writeAtomically(new Path(target, MANIFEST), new SnapshotManifest(storeId, version, entries, lineage).toJson());
+  }
+
+  private OutputStream create(Path file) throws IOException {
+    return localWrites != null ? localWrites.create(localWrites.file(file)) : fs.create(file, true);
   }
 
   /**
