@@ -57,9 +57,9 @@ final class LocalCheckpointWrites {
     return PosixFilePermissions.fromString(permission.toString());
   }
 
-  /** The local file {@code path} names. */
+  /** The local file {@code path} names (as Hadoop's local file system resolves it: its path part). */
   File file(Path path) {
-    return new File(fs.makeQualified(path).toUri());
+    return new File(fs.makeQualified(path).toUri().getPath());
   }
 
   /** Creates {@code dir} and its missing parents, each with Hadoop's directory permissions. */
