@@ -31,6 +31,7 @@ from statestore.errors import (
 )
 from statestore.increment import EMPTY_LINEAGE, LINEAGE_BYTES, ColumnFamilyState, Increment, Op, encode_increment
 from statestore.options import StoreOptions
+from statestore.undo import PriorValues, PriorValuesRegistry, UndoRecord
 
 DEFAULT_COLUMN_FAMILY = "default"
 _VERSION_KEY = b"version"
@@ -51,19 +52,6 @@ class _PendingColumnFamily:
     drops_committed: bool = False  # the committed column family was dropped: reads ignore it
     exists: bool = True
     writes: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)  # key -> (op, value)
-
-
-@dataclass(frozen=True, slots=True)
-class UndoRecord:
-    """What takes a store from `version` back to `base_version`: every key the increment of `version` touched,
-    with the value it had before (None: absent), and each touched column family's key count before (None: the
-    family did not exist). Made by `undo_record` before the increment is applied, played by `revert`."""
-
-    version: int
-    base_version: int
-    base_lineage: bytes | None
-    counts: dict[str, int | None]
-    before: list[tuple[str, bytes, bytes | None]]
 
 
 def _count_key(cf: str) -> bytes:
@@ -138,6 +126,7 @@ class VersionedStore:
         self._pending: dict[str, _PendingColumnFamily] = {}
         self._drop_order: list[str] = []
         self._closed = False
+        self._priors = PriorValuesRegistry()
         self._write_failed = False
         raw_version = self._meta.get(_VERSION_KEY)
         self._version = _U64.unpack(raw_version)[0] if raw_version is not None else 0
@@ -243,6 +232,7 @@ class VersionedStore:
         self._closed = True
         self._pending.clear()
         self._drop_order.clear()
+        self._priors.release_all()  # an undo record's snapshot would keep the database open
         # RocksDB's lock is released only once every column-family object and handle is gone, so every
         # close is attempted even when one fails.
         errors = []
@@ -590,16 +580,12 @@ class VersionedStore:
         if Op.DROP_COLUMN_FAMILY in increment.ops or self._pending:
             return None
         names = [cf.name for cf in increment.column_families]
-        touched: dict[int, dict[bytes, None]] = {}
-        for index, key in zip(increment.cf_indexes, increment.keys, strict=True):
-            touched.setdefault(index, {})[key] = None
-        before: list[tuple[str, bytes, bytes | None]] = []
-        for index, keys in touched.items():
-            cf, listed = names[index], list(keys)
-            values = self._table(cf).get(listed) if cf in self._counts else [None] * len(listed)
-            before.extend(zip(repeat(cf), listed, values))
+        # Under the caller's hold on the store (no write between this and the apply), so the snapshots read the
+        # version held now. The keys' values are read from them only if the record is ever played.
+        snapshots = {cf: self._table(cf).snapshot() if cf in self._counts else None for cf in names}
+        prior = self._priors.add(PriorValues(increment.version, names, snapshots, increment.cf_indexes, increment.keys))
         counts = {cf: self._counts.get(cf) for cf in names}
-        return UndoRecord(increment.version, self._version, self._lineage, counts, before)
+        return UndoRecord(increment.version, self._version, self._lineage, counts, prior)
 
     def revert(self, undo: UndoRecord) -> None:
         """Take this store back from `undo.version` to `undo.base_version` in one atomic write batch.
@@ -614,7 +600,7 @@ class VersionedStore:
                 f"store {self.store_id!r}: cannot revert version {undo.version} over uncommitted writes"
             )
         batch = WriteBatch(raw_mode=True)
-        for cf, key, value in undo.before:
+        for cf, key, value in undo.before():
             if value is None:
                 batch.delete(key, self._handle(cf))
             else:

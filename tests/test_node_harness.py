@@ -22,6 +22,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from statestore import auth
 from statestore.checkpoint_location import CheckpointLocation
+from statestore.errors import StateStoreError
 from statestore.options import StoreOptions
 from statestore.rpc import common_pb2, control_pb2, control_pb2_grpc, replication_pb2, replication_pb2_grpc
 from statestore.store import VersionedStore
@@ -314,8 +315,19 @@ def replica_digest(data_dir: Path, store_id: str, checkpoint_dir: str | None = N
     """(version, digest per user column family) of a node's replica, read-only while the node runs."""
     path = replica_dir(data_dir, store_id, checkpoint_dir) / "db"
     options = StoreOptions(write_buffer_mb=1, block_cache_mb=1)
-    with VersionedStore.open(path, store_id, options, read_only=True) as store:
-        return store.version, {cf: _digest_pairs(store.items(cf)) for cf in store.column_families()}
+
+    def read() -> tuple[int, dict[str, str]] | None:
+        try:
+            with VersionedStore.open(path, store_id, options, read_only=True) as store:
+                return store.version, {cf: _digest_pairs(store.items(cf)) for cf in store.column_families()}
+        except StateStoreError as exc:
+            # A read-only open reads the MANIFEST, then opens the files it lists: a compaction the node finishes
+            # in between (one follows the release of a replica's undo-record snapshot) has deleted one of them.
+            if "No such file or directory" in str(exc):
+                return None
+            raise
+
+    return wait_for(read, 10, f"a read-only open of {path} between the node's compactions", interval=0.05)
 
 
 def pid_of(process: Process) -> int:

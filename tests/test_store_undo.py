@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from statestore import VersionedStore, VersionMismatchError
+from statestore import StateStoreError, VersionedStore, VersionMismatchError
 
 STORE_ID = "0/3/default"
 FAMILIES = ("default", "cf1", "cf2")
@@ -95,3 +95,47 @@ def test_an_increment_that_drops_a_column_family_has_no_undo_record(tmp_path: Pa
         with VersionedStore.open(tmp_path / "other", STORE_ID) as other:
             pending = store.commit()
             assert other.undo_record(pending) is None
+
+
+def test_a_checkpoint_of_the_store_is_taken_back_by_the_stores_record(tmp_path: Path) -> None:
+    # A materialize one version below: the replica's checkpoint is reverted with the record of the replica's
+    # own store, which keeps the version it holds.
+    with (
+        VersionedStore.open(tmp_path / "primary", STORE_ID) as primary,
+        VersionedStore.open(tmp_path / "replica", STORE_ID) as replica,
+    ):
+        primary.put(b"kept", b"1")
+        primary.put(b"changed", b"old")
+        replica.apply(primary.commit())
+        primary.put(b"changed", b"new")
+        primary.put(b"added", b"x")
+        primary.delete(b"kept")
+        increment = primary.commit()
+        undo = replica.undo_record(increment)
+        assert undo is not None
+        replica.apply(increment)
+        replica.checkpoint(tmp_path / "copy")
+        with VersionedStore.open(tmp_path / "copy", STORE_ID) as copy:
+            copy.revert(undo)
+            assert (copy.version, dict(copy.items())) == (1, {b"kept": b"1", b"changed": b"old"})
+        assert (replica.version, dict(replica.items())) == (2, {b"changed": b"new", b"added": b"x"})
+
+
+def test_a_record_held_past_its_stores_close_neither_keeps_it_open_nor_reads_stale_values(tmp_path: Path) -> None:
+    with (
+        VersionedStore.open(tmp_path / "primary", STORE_ID) as primary,
+        VersionedStore.open(tmp_path / "replica", STORE_ID) as replica,
+    ):
+        primary.put(b"k", b"1")
+        replica.apply(primary.commit())
+        primary.put(b"k", b"2")
+        increment = primary.commit()
+        undo = replica.undo_record(increment)
+        assert undo is not None
+        replica.apply(increment)
+    # The record is still referenced here: RocksDB's lock must have been released all the same.
+    with VersionedStore.open(tmp_path / "replica", STORE_ID) as reopened:
+        assert reopened.version == 2 and reopened.get(b"k") == b"2"
+        with pytest.raises(StateStoreError, match="undo record of version 2 was released"):
+            reopened.revert(undo)
+        assert reopened.version == 2 and reopened.get(b"k") == b"2"

@@ -44,7 +44,8 @@ from statestore.node.increment_log import increment_checksum
 from statestore.node.settings import GRPC_MESSAGE_OPTIONS, NodeSettings
 from statestore.partition_key import partition_key
 from statestore.rpc import common_pb2, replication_pb2, replication_pb2_grpc
-from statestore.store import UndoRecord, VersionedStore
+from statestore.store import VersionedStore
+from statestore.undo import UndoRecord
 
 _log = logging.getLogger("statestore.node.replica")
 _DB_DIR = "db"
