@@ -12,7 +12,9 @@ The protocol's steps, in order (the provider's side of steps 4 and 5 is `StateLo
 4. **Steer** the partition's next task to that holder's executor (Spark's `StateStoreCoordinator`, through the
    `steer` callback the driver gives), before the next micro-batch is planned.
 5. There the provider **materializes** the last committed version from its node's replica plus the
-   increments it lacks, read from the checkpoint location, and **promotes** the node to primary.
+   increments it lacks, read from the checkpoint location, and **promotes** the node to primary. Until then
+   the partition is among the steered node's `incoming` (`Failover.incoming`, in its heartbeat replies), so
+   that its executor opens a copy ahead while the rest of the cluster catches up: the task takes it then.
 6. The controller **re-plans** the partition's replica group back to q replicas around the new primary (on
    the promotion's heartbeat).
 
@@ -104,6 +106,11 @@ def freshest_holder(
     return records[best], held[best]
 
 
+# How long a lost partition stays among the incoming of the node it was steered to, when no live primary of it
+# appears meanwhile (the query stopped, or Spark ran it nowhere yet): its copy opened ahead is closed then.
+OPEN_AHEAD_AFTER_LOSS_SECONDS = 120.0
+
+
 # Where Spark's coordinator places the decision's partition now (`executor_<host>_<id>`, "" when nowhere).
 LocateFunction = Callable[[Steer], str]
 
@@ -115,6 +122,8 @@ class Failover:
         self._membership = membership
         self._lock = threading.Lock()
         self._steered: dict[str, tuple[Steer, float]] = {}  # partition key -> (decision, when)
+        # Node id -> partition key -> (store, when): a lost partition steered there, not yet promoted anywhere.
+        self._awaiting_promotion: dict[str, dict[str, tuple[common_pb2.StoreRef, float]]] = {}
 
     def executor_lost(
         self,
@@ -134,6 +143,8 @@ class Failover:
             return []
         # 2. fence
         self._membership.lose(node_id)
+        with self._lock:
+            self._awaiting_promotion.pop(node_id, None)  # steered again below
         tasks: dict[str, list[PartitionRecord]] = {}
         partitions = self._membership.partitions()
         with self._lock:
@@ -181,7 +192,11 @@ class Failover:
                     log_event(_log, "steer_failed", logging.WARNING, store=partition.store.store_id, error=repr(exc))
                     continue
                 with self._lock:
-                    self._steered[partition.key] = (decision, time.monotonic())
+                    now = time.monotonic()
+                    self._steered[partition.key] = (decision, now)
+                    for awaiting in self._awaiting_promotion.values():
+                        awaiting.pop(partition.key, None)
+                    self._awaiting_promotion.setdefault(decision.node_id, {})[partition.key] = (partition.store, now)
                 log_event(
                     _log,
                     "steered",
@@ -194,6 +209,30 @@ class Failover:
                 )
                 decisions.append(decision)
         return decisions
+
+    def incoming(self, node_id: str) -> list[common_pb2.StoreRef]:
+        """The lost partitions steered to node `node_id` that no live node is primary of yet: its executor opens
+        copies of them ahead of their tasks. Costs O(such partitions of that node); an entry goes once a live
+        primary of its partition is known (wherever Spark ran it), or after OPEN_AHEAD_AFTER_LOSS_SECONDS."""
+        with self._lock:
+            awaiting = dict(self._awaiting_promotion.get(node_id, {}))
+        if not awaiting:
+            return []
+        now = time.monotonic()
+        done = set()
+        for key, (_, since) in awaiting.items():
+            partition = self._membership.partition(key)  # not under our lock: membership has its own
+            if partition is None or now - since > OPEN_AHEAD_AFTER_LOSS_SECONDS or self._primary_alive(partition):
+                done.add(key)
+        if done:
+            with self._lock:
+                current = self._awaiting_promotion.get(node_id, {})
+                for key in done:
+                    if key in current and current[key][1] == awaiting[key][1]:  # not steered here again since
+                        del current[key]
+                if not current:
+                    self._awaiting_promotion.pop(node_id, None)
+        return [store for key, (store, _) in awaiting.items() if key not in done]
 
     def _primary_alive(self, partition: PartitionRecord) -> bool:
         record = self._membership.node(partition.primary)

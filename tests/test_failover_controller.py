@@ -149,3 +149,26 @@ def test_a_partition_steered_to_an_executor_lost_before_it_ran_there_is_steered_
     assert [d.executor_id for d in failover.executor_lost("a", asked.append)] == ["b"]
     again = failover.executor_lost("b", asked.append)
     assert [(d.executor_id, d.version_held, d.lost_executor) for d in again] == [("c", 6, "b")]
+
+
+def test_a_lost_partition_is_incoming_to_its_steered_node_until_a_live_node_is_its_primary() -> None:
+    """Between the steer and the promotion, the steered node's heartbeat replies list the lost partitions as
+    incoming (its executor opens copies ahead of their tasks); a second loss moves them to the node steered to
+    next, and a primary's report ends the entry, wherever Spark ran the partition."""
+    membership = Membership(dead_after=3.0, clock=FakeClock())
+    beat(membership, "a", primaries={"0/0/default": 7, "0/1/default": 7})
+    beat(membership, "b", replicas={"0/0/default": 7, "0/1/default": 6})
+    beat(membership, "c", replicas={"0/0/default": 6, "0/1/default": 7})
+    failover = Failover(membership)
+    assert failover.incoming("b") == failover.incoming("c") == []
+    failover.executor_lost("a", lambda _: None)
+    assert [s.store_id for s in failover.incoming("b")] == ["0/0/default"]
+    assert [s.store_id for s in failover.incoming("c")] == ["0/1/default"]
+    # c promotes its partition: no longer incoming. b is lost before running its own: it goes to c.
+    beat(membership, "c", primaries={"0/1/default": 8}, replicas={"0/0/default": 6})
+    assert failover.incoming("c") == []
+    failover.executor_lost("b", lambda _: None)
+    assert failover.incoming("b") == []
+    assert [s.store_id for s in failover.incoming("c")] == ["0/0/default"]
+    beat(membership, "c", primaries={"0/0/default": 8, "0/1/default": 8})
+    assert failover.incoming("c") == []

@@ -93,6 +93,9 @@ class ControlService(control_pb2_grpc.ControlServicer):
         for store in retired:
             log_event(_log, "replica_retired", node=node_id, store=store.store_id, checkpoint=store.checkpoint_dir)
         incoming = self.operations.incoming(node_id)
+        if lost := self.failover.incoming(node_id):
+            planned = {partition_key(store) for store in incoming}
+            incoming += [store for store in lost if partition_key(store) not in planned]
         reply = control_pb2.HeartbeatReply(
             groups=groups,
             demoted=demoted,
