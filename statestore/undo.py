@@ -27,7 +27,7 @@ class PriorValues:
     (None for a family that did not exist: every key absent). A snapshot keeps its database open, so the store
     that made it releases it when it closes; reading after that raises StateStoreError."""
 
-    __slots__ = ("__weakref__", "_cf_indexes", "_families", "_keys", "_snapshots", "_version")
+    __slots__ = ("__weakref__", "_cf_indexes", "_families", "_kept", "_keys", "_snapshots", "_version")
 
     def __init__(
         self, version: int, families: Sequence[str], snapshots: dict[str, Any | None], cf_indexes: Sequence[int],
@@ -38,14 +38,27 @@ class PriorValues:
         self._snapshots: dict[str, Any | None] | None = snapshots
         self._cf_indexes = cf_indexes
         self._keys = keys
+        self._kept: list[tuple[str, bytes, bytes | None]] | None = None
 
     def release(self) -> None:
-        """Let go of the snapshots (their database may then close)."""
+        """Let go of the snapshots (their database may then close); values kept in memory stay readable."""
         self._snapshots = None
+
+    def keep_in_memory(self) -> None:
+        """Read every touched key's prior value now and keep them in memory, so that the record outlives its
+        store's closing (a node closes replicas it holds past its open-store budget)."""
+        if self._kept is None:
+            self._kept = list(self.read())
+            self._snapshots = None
 
     def read(self) -> Iterator[tuple[str, bytes, bytes | None]]:
         """(column family, key, value before; None: absent) for every key the increment touched (a key touched
         twice appears twice, with the same value)."""
+        if self._kept is not None:
+            return iter(self._kept)
+        return self._read_snapshots()
+
+    def _read_snapshots(self) -> Iterator[tuple[str, bytes, bytes | None]]:
         snapshots = self._snapshots
         if snapshots is None:
             raise StateStoreError(
@@ -105,3 +118,7 @@ class UndoRecord:
     def before(self) -> Iterator[tuple[str, bytes, bytes | None]]:
         """(column family, key, value before) for every key the increment touched."""
         return self.prior.read()
+
+    def keep_in_memory(self) -> None:
+        """Make the record independent of its store's snapshots (PriorValues.keep_in_memory)."""
+        self.prior.keep_in_memory()

@@ -57,6 +57,14 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         default=128,
         help="RocksDB memory of all the node's replicas together (block cache and write buffers); 0: unbounded",
     )
+    parser.add_argument(
+        "--max-open-replicas",
+        type=_non_negative_int,
+        default=96,
+        metavar="N",
+        help="replicas whose RocksDB stores stay open at once (about 7 open files each); past it, a replica is "
+        "closed after each increment and opened again at its next; 0: all stay open",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument(
         "--local-socket", type=Path, metavar="PATH", help="serve the provider's local channel on this Unix socket"
@@ -79,6 +87,16 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         "--parent-pid", type=int, metavar="PID", help="exit when this process exits (a sidecar of an executor JVM)"
     )
     parser.set_defaults(handler=_run)
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative: give 0 (no bound) or more")
+    return value
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -104,6 +122,7 @@ def _run(args: argparse.Namespace) -> int:
         bootstrap_min_gap=args.bootstrap_min_gap,
         bootstrap_bytes_per_second=int(args.bootstrap_mb_per_second * MIB),
         memory_budget_mb=args.memory_budget_mb,
+        max_open_replicas=args.max_open_replicas,
         provider_dir=args.provider_dir,
         replica_files_dir=args.replica_files_dir,
         secret=secret_from_env(),

@@ -60,6 +60,9 @@ _LINEAGES = 64
 # How often a replica's size on disk is measured again (heartbeats ask for it every half second). A node holds
 # hundreds of replicas at Spark's default partitions: at 5 s it listed forty directories a second.
 _SIZE_REFRESH_SECONDS = 30.0
+# A replica not written to for this long is closed first when the node's open stores pass their budget
+# (ReplicaSet.settle): its query has likely stopped or moved, where a running query writes every micro-batch.
+IDLE_REPLICA_SECONDS = 300.0
 
 
 def coarse_size(size: int) -> int:
@@ -127,13 +130,15 @@ class Replica:
         # opening each there held the provider's local channel and cost a node's core for seconds, for replicas
         # the controller retires soon after. Until opened, the announced version and lineage stand for the store's.
         self._opened: VersionedStore | None = None
-        self._announced = announced
+        # The version and lineage of a closed store (adopted, or parked by `park`), which stand for its own.
+        self._announced: tuple[int, bytes | None] | None = announced
         if announced is None:
             self._opened = self._open_store()
         self._size = 0
         self._size_measured_at = -_SIZE_REFRESH_SECONDS
         self._held_report: tuple[tuple[int, int], common_pb2.VersionHeld] | None = None
         self._retired = False
+        self._last_used = time.monotonic()
         # How to take the store back one version (the last increment applied): a batch Spark re-runs after its
         # executor died loads the version before the one this replica already applied.
         self._undo: UndoRecord | None = None
@@ -150,7 +155,7 @@ class Replica:
 
     @property
     def _store(self) -> VersionedStore:
-        """The engine store, opened on first use when adopted. An adopted directory that does not hold the
+        """The engine store, opened on first use when adopted or parked. A directory that does not hold the
         announced version and lineage (or cannot be opened) is never used: it is replaced by an empty store, which
         catches up as a new replica does (logged why)."""
         opened = self._opened
@@ -179,6 +184,9 @@ class Replica:
                     opened.close()
                 shutil.rmtree(self.directory / _DB_DIR, ignore_errors=True)
                 opened = self._open_store()
+                self._undo = None
+                self._fingerprints.clear()
+                self._lineages.clear()
             self._opened = opened
             self._announced = None
             return opened
@@ -191,20 +199,59 @@ class Replica:
     @property
     def version(self) -> int:
         """The version held."""
-        announced = self._announced
+        # `_opened` before `_announced`: `park` sets the second before clearing the first, and `_store` sets the
+        # first before clearing the second, so a reader without the lock sees one of them.
         opened = self._opened
-        if opened is None and announced is not None:
+        if opened is not None:
+            return opened.version
+        announced = self._announced
+        if announced is not None:
             return announced[0]
         return self._store.version
 
     @property
     def lineage(self) -> bytes | None:
         """The lineage of the version held (docs/formats.md section 3.4), None when not known."""
-        announced = self._announced
         opened = self._opened
-        if opened is None and announced is not None:
+        if opened is not None:
+            return opened.lineage
+        announced = self._announced
+        if announced is not None:
             return announced[1]
         return self._store.lineage
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the replica's store is open (it holds RocksDB's files and memory)."""
+        return self._opened is not None
+
+    @property
+    def last_used(self) -> float:
+        """When (time.monotonic) an increment last reached the replica, or it was made."""
+        return self._last_used
+
+    def park(self) -> bool:
+        """Close the store, to be opened again on its next use, keeping the version, lineage and undo record it
+        holds (the undo record's prior values are read into memory first); False, leaving it open, when another
+        thread holds the replica (a receive, catch-up or checkpoint under way) or it is closed already."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            opened = self._opened
+            if opened is None or self._retired:
+                return False
+            if self._undo is not None:
+                try:
+                    self._undo.keep_in_memory()
+                except StateStoreError as exc:
+                    log_event(_log, "undo_record_dropped", logging.INFO, store=self.store_id, error=str(exc))
+                    self._undo = None
+            self._announced = (opened.version, opened.lineage)
+            self._opened = None
+            opened.close()
+            return True
+        finally:
+            self._lock.release()
 
     def size_bytes(self) -> int:
         """Bytes of the replica's store on disk, measured at most every few seconds (for placement)."""
@@ -229,6 +276,7 @@ class Replica:
     def receive(self, blob: common_pb2.IncrementBlob, primary_address: str) -> Receipt:
         """Handle one shipped increment: apply, buffer, or reject it, filling gaps as needed."""
         with self._lock:
+            self._last_used = time.monotonic()
             if self._retired:
                 return Receipt(Outcome.FAILED, 0, f"the replica of {self.store_id} was dropped meanwhile")
             try:
@@ -664,6 +712,10 @@ class Replica:
             yield chunk
 
 
+def _last_used(replica: Replica) -> float:
+    return replica.last_used
+
+
 def replica_directory_name(ref: common_pb2.StoreRef) -> str:
     """A new directory for a replica under `<data dir>/replicas/`: the url-quoted store id, a digest of the
     checkpoint location (two queries share store ids), and a random suffix (a replica being deleted may
@@ -783,6 +835,32 @@ class ReplicaSet:
         )
         threading.Thread(target=_delete_replica, args=(replica,), name="replica-delete", daemon=True).start()
         return True
+
+    def settle(self, used: Replica) -> None:
+        """Keep at most `max_open_replicas` replicas' stores open, after `used` received an increment: each open
+        store holds about 7 files (its lock, info log, manifest, WAL, directory handles and SSTs), so a node holding
+        hundreds of replicas would pass a common limit of 1,024 open files. Past the budget, replicas not written
+        to for `IDLE_REPLICA_SECONDS` are closed first (oldest first), then `used` itself: replicas receive an
+        increment each micro-batch in turn, and closing the one just written keeps the others open, where closing
+        the least recently used would close each replica before its next increment. A closed replica opens again
+        on its next use (about 5 ms, and its memtable becomes a small SST). 0: no budget."""
+        budget = self._settings.max_open_replicas
+        if budget <= 0:
+            return
+        with self._lock:
+            open_replicas = [r for r in self._replicas.values() if r.is_open]
+        excess = len(open_replicas) - budget
+        if excess <= 0:
+            return
+        idle_before = time.monotonic() - IDLE_REPLICA_SECONDS
+        idle = sorted((r for r in open_replicas if r is not used and r.last_used < idle_before), key=_last_used)
+        for replica in [*idle[:excess], used][:excess]:
+            replica.park()
+
+    def open_count(self) -> int:
+        """How many replicas' stores are open."""
+        with self._lock:
+            return sum(1 for r in self._replicas.values() if r.is_open)
 
     def held(self) -> list[common_pb2.VersionHeld]:
         """The version held of every replica."""

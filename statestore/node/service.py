@@ -146,6 +146,7 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
             self._replicas.drop(blob.store, "this node became the partition's primary as the shipment arrived")
             return self._failed(blob, f"{self._settings.identity} is the primary of {blob.store.store_id} now")
         receipt = replica.receive(blob, request.primary_address)
+        self._replicas.settle(replica)
         return replication_pb2.ShipAck(
             held=common_pb2.VersionHeld(store=replica.ref, version=receipt.held),
             version=blob.version,
