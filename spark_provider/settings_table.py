@@ -39,6 +39,12 @@ SETTING_ROWS: tuple[tuple[str, str, str | None, str, Kind], ...] = (
      '`memory_budget_mb`; 0: unbounded (8 MiB of cache per replica). `statestore status` shows what each '
      'node holds.',
      Integer(0)),
+    ('node_max_open_replicas', 'spark.sql.streaming.stateStore.statestore.nodeMaxOpenReplicas', '96',
+     "Replicas whose RocksDB stores an executor's state node keeps open at once (each holds about 7 open "
+     'files, so the default keeps a node under a common limit of 1,024 however many replicas it holds); '
+     'past it, a replica is closed after each increment and opened again at its next (about 5 ms). 0: all '
+     "stay open. `statestore status` shows each node's open files.",
+     Integer(0)),
     ('min_deltas_for_snapshot', 'spark.sql.streaming.stateStore.minDeltasForSnapshot', '10',
      "Spark's setting: a snapshot every this many versions (uploaded in the background).",
      Integer(1)),

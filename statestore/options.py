@@ -53,6 +53,9 @@ class StoreOptions:
     # SST files kept open per store (-1: all of them). A node holds hundreds of replicas: a bound keeps its open
     # files from growing with each replica's files (RocksDB keeps at least 20 for a bound, 10 of them for SSTs).
     max_open_files: int = -1
+    # Info logs kept (RocksDB's default is 1,000): every open starts a new one, and a node reopens replicas it
+    # closed past its open-store budget at each of their increments.
+    keep_log_files: int = 1000
     # L0 files before a compaction (RocksDB's default is 4); the provider uses the same (LocalStore.java says why).
     level0_compaction_trigger: int = 8
     # The local store is a cache of the checkpoint location, so its WAL need not be fsynced per commit;
@@ -70,6 +73,7 @@ class StoreOptions:
         options.set_write_buffer_size(int(self.write_buffer_mb * 1024 * 1024))
         options.set_max_background_jobs(self.max_background_jobs)
         options.set_max_open_files(self.max_open_files)
+        options.set_keep_log_file_num(self.keep_log_files)
         options.set_level_zero_file_num_compaction_trigger(self.level0_compaction_trigger)
         if self.lz4_compression:
             options.set_compression_type(DBCompressionType.lz4())

@@ -12,6 +12,8 @@ from statestore.options import SharedMemory, StoreOptions, shared_memory
 # SST files a replica keeps open (RocksDB's smallest bound: it keeps 10 of its 20 for SSTs); a replica is written,
 # rarely read, so reopening a file is rare.
 REPLICA_MAX_OPEN_FILES = 20
+# Info logs a replica keeps: each reopen (ReplicaSet.settle) starts one.
+REPLICA_KEPT_INFO_LOGS = 2
 MIB = 1024 * 1024
 # Where a launcher that cannot pass `--rack` (e.g. a sidecar's) may name the node's rack.
 RACK_ENV = "STATESTORE_NODE_RACK"
@@ -119,6 +121,7 @@ class NodeSettings:
             block_cache_mb=self.store_block_cache_mb,
             shared=self.shared_memory,
             max_open_files=REPLICA_MAX_OPEN_FILES,
+            keep_log_files=REPLICA_KEPT_INFO_LOGS,
         )
 
     @property

@@ -186,7 +186,8 @@ final class LocalChannel {
   /** How this JVM starts its sidecar: the executor's Python, its id, and the controller of the settings. */
   static NodeSidecar.Spec sidecarSpec(ProviderSettings settings) {
     return new NodeSidecar.Spec(python(), executorId(), executorHost(), localMaster(), settings.nodePort,
-        settings.controller, settings.warmUpMbPerSecond, settings.nodeMemoryBudgetMb, settings.secret,
+        settings.controller, settings.warmUpMbPerSecond, settings.nodeMemoryBudgetMb, settings.nodeMaxOpenReplicas,
+        settings.secret,
         tlsEnvironment(settings), ReplicaFiles.hostDir(sparkConf("spark.hadoop." + ReplicaFiles.DIR_KEY)).getPath());
   }
 

@@ -33,14 +33,15 @@ final class NodeSidecar {
 
   /** How to start the node: interpreter, identity and controller, from the provider's settings. */
   record Spec(String python, String executorId, String executorHost, boolean localMaster, int port,
-      String controller, double warmUpMbPerSecond, long memoryBudgetMb, String secret,
+      String controller, double warmUpMbPerSecond, long memoryBudgetMb, long maxOpenReplicas, String secret,
       java.util.Map<String, String> tlsEnvironment, String replicaFilesDir) {
     /** Without the secret, which never goes to a log. */
     @Override
     public String toString() {
       return "Spec[python=" + python + ", executorId=" + executorId + ", executorHost=" + executorHost
           + ", localMaster=" + localMaster + ", port=" + port + ", controller=" + controller + ", warmUpMbPerSecond="
-          + warmUpMbPerSecond + ", memoryBudgetMb=" + memoryBudgetMb + ", replicaFilesDir=" + replicaFilesDir + "]";
+          + warmUpMbPerSecond + ", memoryBudgetMb=" + memoryBudgetMb + ", maxOpenReplicas=" + maxOpenReplicas
+          + ", replicaFilesDir=" + replicaFilesDir + "]";
     }
   }
 
@@ -104,6 +105,8 @@ final class NodeSidecar {
     cmd.add(Double.toString(spec.warmUpMbPerSecond()));
     cmd.add("--memory-budget-mb");
     cmd.add(Long.toString(spec.memoryBudgetMb()));
+    cmd.add("--max-open-replicas");
+    cmd.add(Long.toString(spec.maxOpenReplicas()));
     if (spec.replicaFilesDir() != null) {
       cmd.add("--replica-files-dir");
       cmd.add(spec.replicaFilesDir());

@@ -14,6 +14,7 @@ final class ProviderSettings {
   final long memoryBudgetMb;
   /** RocksDB memory of the state node's replicas, handed to the sidecar this JVM starts; 0: unbounded. */
   final long nodeMemoryBudgetMb;
+  final long nodeMaxOpenReplicas;
   final int minDeltasForSnapshot;
   final int minVersionsToRetain;
   final boolean commitValidation;
@@ -73,6 +74,7 @@ final class ProviderSettings {
     blockCacheSizeMb = read.integer(SettingsTable.BLOCK_CACHE_SIZE_MB);
     memoryBudgetMb = read.integer(SettingsTable.MEMORY_BUDGET_MB);
     nodeMemoryBudgetMb = read.integer(SettingsTable.NODE_MEMORY_BUDGET_MB);
+    nodeMaxOpenReplicas = read.integer(SettingsTable.NODE_MAX_OPEN_REPLICAS);
     this.minDeltasForSnapshot = Math.max(1, minDeltasForSnapshot);
     this.minVersionsToRetain = Math.max(1, minVersionsToRetain);
     this.commitValidation = commitValidation;

@@ -39,6 +39,10 @@ final class SettingsTable {
       "128", "integer", 0L, 2147483647L, false, List.of(),
       "an integer of at least 0");
 
+  static final Setting NODE_MAX_OPEN_REPLICAS = new Setting("spark.sql.streaming.stateStore.statestore.nodeMaxOpenReplicas",
+      "96", "integer", 0L, 2147483647L, false, List.of(),
+      "an integer of at least 0");
+
   static final Setting REPLICATION_FACTOR = new Setting("spark.sql.streaming.stateStore.statestore.replicationFactor",
       "1", "integer", 0L, 2147483647L, false, List.of(),
       "an integer of at least 0");
