@@ -46,6 +46,17 @@ def _read(pid: int) -> tuple[str, int, float, int] | None:
     return cmdline, int(statm[1]) * _PAGE, (int(stat[11]) + int(stat[12])) / _TICKS, int(stat[1])
 
 
+_OPEN_FILES_ROLES = ("node", "executor")
+
+
+def _open_files(pid: int) -> int:
+    """File descriptors `pid` has open (0 if it is gone)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
 def _descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
@@ -66,10 +77,13 @@ def _descendants(root: int) -> list[int]:
 @dataclass
 class Usage:
     """Peak resident memory per role (the largest single process of that role, and the largest sum over the
-    role's processes at one sample), and CPU seconds per role, between `start` and `stop`."""
+    role's processes at one sample), peak open files of one node or executor, and CPU seconds per role, between
+    `start` and `stop`."""
 
     peak_process_mb: dict[str, float] = field(default_factory=dict)
     peak_total_mb: dict[str, float] = field(default_factory=dict)
+    # The most file descriptors one process of the role had open at a sample (state nodes and executors).
+    peak_open_files: dict[str, int] = field(default_factory=dict)
     cpu_s: dict[str, float] = field(default_factory=dict)
     samples: int = 0
 
@@ -78,6 +92,7 @@ class Usage:
         return {
             "peak_process_mb": self.peak_process_mb,
             "peak_total_mb": self.peak_total_mb,
+            "peak_open_files": self.peak_open_files,
             "cpu_s": self.cpu_s,
             "cpu_s_total": sum(self.cpu_s.values()),
             "samples": self.samples,
@@ -121,6 +136,9 @@ class ProcessSampler:
             totals[role] = totals.get(role, 0.0) + mb
             self.usage.peak_process_mb[role] = max(self.usage.peak_process_mb.get(role, 0.0), mb)
             self._cpu_last[pid] = (role, cpu)
+            if role in _OPEN_FILES_ROLES:
+                files = _open_files(pid)
+                self.usage.peak_open_files[role] = max(self.usage.peak_open_files.get(role, 0), files)
         for role, mb in totals.items():
             self.usage.peak_total_mb[role] = max(self.usage.peak_total_mb.get(role, 0.0), mb)
         self.usage.samples += 1

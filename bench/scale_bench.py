@@ -246,6 +246,8 @@ def point_json(partitions: int, operators: int, runs: dict[str, ProviderRun], ba
         "ours_node_rss_mb": round(ours.usage["peak_process_mb"].get("node", 0.0), 1),
         "spark_rss_mb": executor_mb(spark, False),
         "spark_bounded_rss_mb": executor_mb(bounded, False),
+        # The most files one of our state nodes had open at a sample (issue 30: under 1,024 at 400).
+        "ours_node_open_files_peak": ours.usage.get("peak_open_files", {}).get("node", 0),
         "controller_cpu_s_per_batch": round(ours.controller_cpu_s / batches, 4),
         "node_cpu_ms_per_increment": round(
             ours.usage["cpu_s"].get("node", 0.0) * 1000 / (batches * state_partitions), 3
@@ -279,6 +281,7 @@ _HIGHEST_OVER_ROUNDS = (
     "spark_rss_mb",
     "spark_bounded_rss_mb",
     "memory_ratio_to_bounded",
+    "ours_node_open_files_peak",
 )
 
 
@@ -314,6 +317,7 @@ def print_table(result: dict[str, Any]) -> None:
             f"{p['memory_ratio_to_bounded']:.2f}x",
             f"{p['controller_cpu_s_per_batch'] * 1000:.0f}",
             f"{p['node_cpu_ms_per_increment']:.2f}",
+            str(p.get("ours_node_open_files_peak", "-")),
             str(p["results_match"]),
             " ".join(f"{r['batch_ratio']:.2f}" for r in p.get("rounds", [p])),
         ]
@@ -332,6 +336,7 @@ def print_table(result: dict[str, Any]) -> None:
             "ratio (<=1.5)",
             "controller ms/batch",
             "node ms/increment",
+            "node files (<1024)",
             "match",
             "ratio per round",
         ],
