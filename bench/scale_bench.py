@@ -89,6 +89,10 @@ class ProviderRun:
     loads: dict[str, int] = field(default_factory=dict)  # ours: executor_logs.load_outcomes over the application
 
 
+# `--ours-setting`s, as a JSON object in the environment: each provider runs in a process of its own.
+_OURS_SETTINGS_ENV = "SCALE_BENCH_OURS_SETTINGS"
+
+
 def start_spark(provider: str, partitions: int, controller: str, secret: str) -> Any:
     """A local-cluster application for `provider`; ours with q=1 and the controller at `controller`."""
     from pyspark.sql import SparkSession
@@ -108,7 +112,10 @@ def start_spark(provider: str, partitions: int, controller: str, secret: str) ->
         .config("spark.locality.wait", "0")
     )
     if provider == "ours":
-        builder = spark_provider.enable(builder, replication_factor=1, controller=controller, secret=secret)
+        extra = json.loads(os.environ.get(_OURS_SETTINGS_ENV, "{}"))
+        builder = spark_provider.enable(
+            builder, replication_factor=1, controller=controller, secret=secret, **extra
+        )
     else:
         builder = (
             builder.config("spark.sql.streaming.stateStore.providerClass", SPARK_ROCKSDB_PROVIDER)
@@ -392,7 +399,22 @@ def main(argv: list[str] | None = None) -> int:
         metavar="STATE_PARTITIONS",
         help="run only these points of the chosen set, by state partitions (for example 400: the two-operator point)",
     )
+    parser.add_argument(
+        "--ours-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting of our provider (a keyword of spark_provider.enable, e.g. node_max_open_replicas=0), "
+        "to measure what it costs; repeatable",
+    )
     args = parser.parse_args(argv)
+    settings = {}
+    for item in args.ours_setting:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            parser.error(f"--ours-setting: {item!r} is not NAME=VALUE")
+        settings[name] = value
+    os.environ[_OURS_SETTINGS_ENV] = json.dumps(settings)
     if args.rounds < 1:
         parser.error(f"--rounds: {args.rounds} is not a number of rounds; give 1 or more")
     chosen = QUICK_POINTS if args.quick else FULL_POINTS
